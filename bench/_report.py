@@ -1,0 +1,44 @@
+"""Record a benchmark's results in docs/benchmarks.md without touching the other benchmarks'.
+
+Why: every benchmark owns one section of the shared results page. Sections are delimited by
+HTML comment markers, so re-running one benchmark replaces only its own text and the page
+stays readable in any Markdown viewer.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import time
+from pathlib import Path
+
+__all__ = ["BENCHMARKS_MD", "machine_line", "write_section"]
+
+BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+_HEADER = """# Benchmarks
+
+Each section below is written by the benchmark named in its heading (`make bench` runs them
+all). Numbers come from the shared 2-core development machine, so compare ratios measured
+side by side in one run rather than absolute values across runs.
+"""
+
+
+def machine_line() -> str:
+    """One line describing where and when the numbers were taken."""
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime())
+    return f"_Measured {stamp} on {platform.machine()}, Python {platform.python_version()}._"
+
+
+def write_section(name: str, markdown: str, path: Path = BENCHMARKS_MD) -> None:
+    """Replace (or append) the section owned by benchmark ``name``."""
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    block = f"{start}\n{markdown.rstrip()}\n{end}"
+    text = path.read_text() if path.exists() else _HEADER
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)

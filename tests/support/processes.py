@@ -1,0 +1,72 @@
+"""Start real broker processes for tests on free loopback ports and always stop them by PID.
+
+Why: integration tests talk to a real Kafka-compatible broker over TCP. Each process is
+owned by a context manager, so it is killed even when the test fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from proxy.embedded_broker import tansu_command
+
+__all__ = ["Broker", "free_port", "running_tansu", "wait_for_port"]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port the kernel says is free right now on ``host``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes]) -> None:
+    """Block until ``host:port`` accepts TCP connections, or fail with the process's log."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process {proc.pid} exited with {proc.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listened on {host}:{port} within {timeout_s} s")
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A running broker: where to reach it and its process id (None when external)."""
+
+    host: str
+    port: int
+    pid: int | None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@contextlib.contextmanager
+def running_tansu(storage: str = "memory://tansu/") -> Iterator[Broker]:
+    """Run one Tansu broker on a free loopback port for the duration of the block."""
+    port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)  # noqa: SIM115
+    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+    proc = subprocess.Popen(
+        tansu_command(port, storage=storage), stdout=log, stderr=subprocess.STDOUT, env=env
+    )
+    try:
+        wait_for_port("127.0.0.1", port, 30.0, proc)
+        yield Broker("127.0.0.1", port, proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        log.close()
+        os.unlink(log.name)
