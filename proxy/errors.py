@@ -1,0 +1,80 @@
+# Strategy: one small tree of typed errors for everything the proxy (not the wire codec)
+# raises, so callers catch by meaning, never by message. The tree follows the style guide:
+#
+#     ProxyError
+#     ├── PoolExhausted           allocate_nowait found the pool out of memory
+#     ├── PoolMisuse (abstract)   a caller broke the pool's contract: a bug, not load
+#     │   ├── InvalidAllocation   size < 1 or above the largest single allocation
+#     │   ├── InvalidRelease      a lease released twice, or released to a foreign pool
+#     │   └── WouldDeadlock       a lease holder waiting for more memory (KIP-72's rule)
+#     ├── UpstreamUnavailable     raised ``from`` trio.BrokenResourceError
+#     └── OperationExpired        purgatory deadline passed -> REQUEST_TIMED_OUT
+#
+# PoolMisuse subclasses also derive from the builtin a Python reader would expect
+# (ValueError for bad arguments, RuntimeError for bad call order), so generic handlers
+# keep working, but the proxy's own code catches the specific class.
+"""Typed errors raised by the proxy (``wire`` has its own ``WireError`` tree)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidAllocation",
+    "InvalidRelease",
+    "OperationExpired",
+    "PoolExhausted",
+    "PoolMisuse",
+    "ProxyError",
+    "UpstreamUnavailable",
+    "WouldDeadlock",
+]
+
+
+class ProxyError(Exception):
+    """Base class of every error the proxy raises on purpose."""
+
+
+class PoolExhausted(ProxyError):
+    """The memory pool had no memory available for a non-blocking allocation.
+
+    This is load, not a bug: the caller should mute (wait with ``allocate``) or shed.
+    """
+
+
+class PoolMisuse(ProxyError):
+    """A caller broke the memory pool's contract. Abstract: raise a subclass.
+
+    Misuse fails loudly (trio's ``ConflictDetector`` spirit): these are bugs in the caller,
+    and silently tolerating them would leak or double-count bytes under load.
+    """
+
+    def __init__(self, *args: object) -> None:
+        if type(self) is PoolMisuse:
+            raise TypeError("PoolMisuse is abstract; raise one of its subclasses")
+        super().__init__(*args)
+
+
+class InvalidAllocation(PoolMisuse, ValueError):
+    """An allocation size below 1 byte or above the pool's largest single allocation."""
+
+
+class InvalidRelease(PoolMisuse, RuntimeError):
+    """A lease released a second time, or handed to a pool that did not issue it."""
+
+
+class WouldDeadlock(PoolMisuse, RuntimeError):
+    """A task that holds pool memory asked to wait for more (the KIP-72 deadlock rule).
+
+    If every holder of memory could wait for more, the pool could end up empty with all
+    holders parked and nobody left to release: a deadlock. Release (or hand off) first.
+    """
+
+
+class UpstreamUnavailable(ProxyError):
+    """The upstream broker could not be reached or the connection broke.
+
+    Raise it ``from`` the trio/OS error so the cause stays attached.
+    """
+
+
+class OperationExpired(ProxyError):
+    """A delayed operation's deadline passed before it completed (REQUEST_TIMED_OUT)."""
