@@ -1,0 +1,601 @@
+# Strategy: KIP-72's process-wide bytes limit, as a trio primitive.
+#
+# The pool is a signed byte counter (``available``) plus a queue of parked callers. Every
+# request the proxy reads from a client, and every fetch response it asks for, is paid for
+# from it; when it is empty the readers park in ``allocate`` (the KIP-72 "mute": a reader
+# that does not call ``receive_some`` lets TCP back-pressure the client).
+#
+# * Non-strict, as in Kafka's broker: an allocation succeeds whenever ``available >= 1`` and
+#   subtracts the *whole* size, so ``available`` may go negative. A strict pool would
+#   starve a 1 MiB request behind a stream of 1 KiB ones forever; the price is that the
+#   true bound on outstanding bytes is ``limit + max_allocation - 1``.
+# * Hand-off, not wake-and-retry: ``release`` gives memory directly to parked callers (it
+#   subtracts their size and reschedules them with a Lease) while ``available >= 1``. So
+#   a newcomer can never barge past a parked caller, and there is an invariant the fast
+#   paths lean on: *callers are parked only while available <= 0.*
+# * Wake order: random while memory is tight (available below ``tight_fraction`` of the
+#   limit, default 10%, which includes "out of memory"), arrival order otherwise. This
+#   plays the role of Kafka's selection-key shuffle (Selector.determineHandlingOrder):
+#   any fixed order starves whoever is always last. The order is a small pluggable policy
+#   (``WakeOrder``) so the fairness benchmark can compare it with FIFO and a fixed order.
+# * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): enforced.
+#   ``allocate`` refuses, with ``WouldDeadlock``, a task that holds a lease from this pool,
+#   whether or not it would have to wait, so the bug shows on the first call, not only under
+#   load. The reader API makes the rule easy to keep: one ``allocate`` covers a whole frame
+#   (read the 4-byte size, validate, allocate, then read the body), so a reader never
+#   holds part of a frame while waiting for the rest. A reader that passes a complete
+#   frame's lease on to another task (which releases it once the bytes are written
+#   upstream) calls ``lease.hand_off()``: that release no longer depends on the reader.
+# * Sensors (KIP-72 meanings): available and used bytes; depletion, which starts at the
+#   first failed allocation and ends at the next successful allocation or release after
+#   which no caller is still parked; its total and its share of a recent window; callers
+#   muted now and mutes in total. Time is read only on those slow paths, through
+#   ``trio.current_time`` (or an injected clock), so MockClock drives the sensors.
+#
+# Worked example: MemoryPool(21, max_allocation_bytes=10), tight below 2.1 bytes.
+#
+#   step  call                      available      result
+#   ----  ------------------------  -------------  ----------------------------------
+#   1     try_allocate(10)          21 -> 11       lease A
+#   2     try_allocate(10)          11 ->  1       lease B
+#   3     try_allocate(10)           1 -> -9       lease C (1 byte free was enough)
+#   4     try_allocate(1)           -9             None; depletion starts (t=4)
+#   5     task T: allocate(5)       -9             T parks: muted_now=1, mutes_total=1
+#   6     task U: allocate(5)       -9             U parks: muted_now=2, mutes_total=2
+#   7     release(A)                -9 -> 1 -> -4  1 < 2.1 is tight: a random one of T, U
+#                                                  gets a lease; the other stays parked
+#   8     release(B)                -4 -> 6 -> 1   the other gets its lease; nobody is
+#                                                  parked, so depletion ends (t=8)
+#
+# Task safety: trio runs one task at a time and no method here awaits in the middle of
+# changing state, so no lock is needed. The pool must be used from one trio run.
+"""A KIP-72 memory pool: one bytes limit, muting by parking, random wake order while tight."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, final
+
+import outcome
+import trio
+
+from proxy.errors import InvalidAllocation, InvalidRelease, PoolExhausted, WouldDeadlock
+
+__all__ = [
+    "ArrivalOrder",
+    "Lease",
+    "MemoryPool",
+    "MemoryPoolStatistics",
+    "RandomWhenTight",
+    "Waiter",
+    "WakeOrder",
+]
+
+_current_task = trio.lowlevel.current_task
+
+
+def _task_or_none() -> trio.lowlevel.Task | None:
+    """The calling trio task, or None outside a trio run (sync use of try_allocate)."""
+    try:
+        return _current_task()
+    except RuntimeError:
+        return None
+
+
+@final
+class Lease:
+    """Proof of an allocation: ``size_bytes`` taken from one pool, to be released once.
+
+    A lease is also a context manager that releases it on exit, so memory comes back on
+    every ``finally`` path, cancellation included::
+
+        with await pool.allocate(frame_bytes):
+            ...   # read the body, forward it
+
+    (There is no checkpoint between ``allocate`` returning and the ``with`` taking hold,
+    so a cancellation cannot slip in between.)
+
+    Error handling:
+        Releasing twice, or through a pool that did not issue it, raises InvalidRelease.
+    """
+
+    __slots__ = ("_holder", "_pool", "_released", "size_bytes")
+
+    def __init__(
+        self, pool: MemoryPool, size_bytes: int, holder: trio.lowlevel.Task | None
+    ) -> None:
+        self._pool = pool
+        self.size_bytes = size_bytes
+        self._holder = holder
+        self._released = False
+
+    @property
+    def released(self) -> bool:
+        """Whether this lease has been given back to its pool."""
+        return self._released
+
+    def release(self) -> None:
+        """Give the memory back to the pool that issued this lease (once)."""
+        self._pool.release(self)
+
+    def hand_off(self) -> None:
+        """Declare that releasing this lease no longer depends on the allocating task.
+
+        Why: the deadlock rule refuses ``allocate`` to a task that holds a lease. A reader
+        that has read a whole frame and passed it (and its lease) to a writer task may
+        safely read the next frame, because the writer releases the first lease whatever
+        the reader does. Calling this records that fact; it is idempotent.
+        """
+        holder = self._holder
+        if holder is not None and not self._released:
+            self._pool._forget_holder(holder)
+        self._holder = None
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._pool.release(self)
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "held"
+        return f"<Lease {self.size_bytes} bytes, {state}>"
+
+
+@final
+class Waiter:
+    """A task parked in ``MemoryPool.allocate``; what a WakeOrder queues and picks."""
+
+    __slots__ = ("_queued", "_slot", "size_bytes", "task")
+
+    def __init__(self, task: trio.lowlevel.Task, size_bytes: int) -> None:
+        self.task = task
+        self.size_bytes = size_bytes
+        self._queued = False  # owned by the WakeOrder holding it
+        self._slot = -1  # index in RandomWhenTight's array
+
+
+class WakeOrder(Protocol):
+    """Which parked caller gets the memory a release frees. Pluggable for benchmarks.
+
+    ``pop`` is only called when the queue is non-empty; ``tight`` says whether memory is
+    tight at that moment. ``discard`` removes a cancelled waiter (it may already be gone).
+    """
+
+    def __len__(self) -> int: ...
+
+    def push(self, waiter: Waiter) -> None: ...
+
+    def discard(self, waiter: Waiter) -> None: ...
+
+    def pop(self, tight: bool) -> Waiter: ...
+
+
+@final
+class ArrivalOrder:
+    """FIFO, always. Cancelled waiters are skipped lazily, so every operation is O(1)."""
+
+    __slots__ = ("_fifo", "_live")
+
+    def __init__(self) -> None:
+        self._fifo: deque[Waiter] = deque()
+        self._live = 0
+
+    def __len__(self) -> int:
+        return self._live
+
+    def push(self, waiter: Waiter) -> None:
+        waiter._queued = True
+        self._fifo.append(waiter)
+        self._live += 1
+
+    def discard(self, waiter: Waiter) -> None:
+        if waiter._queued:
+            waiter._queued = False
+            self._live -= 1
+            if len(self._fifo) > 2 * self._live + 32:
+                self._fifo = deque(w for w in self._fifo if w._queued)
+
+    def pop(self, tight: bool) -> Waiter:
+        fifo = self._fifo
+        waiter = fifo.popleft()
+        while not waiter._queued:
+            waiter = fifo.popleft()
+        waiter._queued = False
+        self._live -= 1
+        return waiter
+
+
+@final
+class RandomWhenTight:
+    """KIP-72's order: uniformly random while memory is tight, arrival order otherwise.
+
+    Two views of one set: an array for O(1) random pick with swap-remove, and a FIFO
+    deque in which removed waiters linger until skipped (or compacted away once they
+    outnumber the live ones), so push, discard and pop are all amortized O(1) even with
+    thousands of muted connections.
+    """
+
+    __slots__ = ("_fifo", "_rng", "_slots")
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng if rng is not None else random.Random()
+        self._slots: list[Waiter] = []
+        self._fifo: deque[Waiter] = deque()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def push(self, waiter: Waiter) -> None:
+        waiter._queued = True
+        waiter._slot = len(self._slots)
+        self._slots.append(waiter)
+        self._fifo.append(waiter)
+
+    def _unslot(self, waiter: Waiter) -> None:
+        slots = self._slots
+        last = slots.pop()
+        if last is not waiter:
+            slots[waiter._slot] = last
+            last._slot = waiter._slot
+        waiter._queued = False
+        if len(self._fifo) > 2 * len(slots) + 32:
+            self._fifo = deque(w for w in self._fifo if w._queued)
+
+    def discard(self, waiter: Waiter) -> None:
+        if waiter._queued:
+            self._unslot(waiter)
+
+    def pop(self, tight: bool) -> Waiter:
+        if tight:
+            waiter = self._slots[self._rng.randrange(len(self._slots))]
+        else:
+            fifo = self._fifo
+            waiter = fifo.popleft()
+            while not waiter._queued:
+                waiter = fifo.popleft()
+        self._unslot(waiter)
+        return waiter
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MemoryPoolStatistics:
+    """A snapshot of a MemoryPool (trio's ``statistics()`` convention).
+
+    Attributes:
+        limit_bytes: the configured limit (-1: pool disabled).
+        max_allocation_bytes: largest single allocation accepted.
+        available_bytes: bytes that may still be allocated; negative when over-allocated.
+        used_bytes: bytes allocated and not yet released (limit - available).
+        outstanding_leases: leases issued and not yet released.
+        muted_now: callers parked in ``allocate`` right now.
+        mutes_total: times a caller had to park, since the pool was created.
+        out_of_memory: ``available_bytes <= 0`` (Kafka's ``isOutOfMemory``).
+        tight: available below the tight fraction: parked callers are woken at random.
+        depleted_time_total_s: total time depleted, the current spell included.
+        depleted_percent: share of the last ``depleted_window_s`` spent depleted, 0-100
+            (Kafka's MemoryPoolAvgDepletedPercent is the same quantity as a 0-1 ratio).
+        depleted_window_s: the window of ``depleted_percent``.
+    """
+
+    limit_bytes: int
+    max_allocation_bytes: int
+    available_bytes: int
+    used_bytes: int
+    outstanding_leases: int
+    muted_now: int
+    mutes_total: int
+    out_of_memory: bool
+    tight: bool
+    depleted_time_total_s: float
+    depleted_percent: float
+    depleted_window_s: float
+
+
+@final
+class MemoryPool:
+    """A bytes limit shared by every reader in the process (KIP-72).
+
+    Args:
+        limit_bytes: the limit (Kafka's ``queued.max.request.bytes``); -1 disables the
+            pool: every allocation succeeds and no bytes are counted.
+        max_allocation_bytes: the largest single allocation (Kafka's
+            ``socket.request.max.bytes``); bigger requests are refused outright.
+        tight_fraction: below this fraction of the limit, parked callers are woken in
+            random order instead of arrival order (Kafka: 10%).
+        rng: randomness for the default wake order (seed it in tests).
+        wake_order: a WakeOrder to use instead of RandomWhenTight (benchmarks).
+        clock: the time source for the depletion sensors, in seconds. Defaults to
+            ``trio.current_time``, so MockClock drives it in tests.
+        depleted_window_s: the window over which ``depleted_percent`` is reported.
+
+    Error handling:
+        Misuse raises a ``PoolMisuse`` subclass (InvalidAllocation, InvalidRelease,
+        WouldDeadlock); running out of memory is not an error except in
+        ``allocate_nowait`` (PoolExhausted).
+
+    Resource handling:
+        Every lease must be released exactly once; use it as a context manager. A caller
+        cancelled while parked leaves the queue and is given nothing.
+    """
+
+    __slots__ = (
+        "_available",
+        "_clock",
+        "_depleted_closed_s",
+        "_disabled",
+        "_dry_since",
+        "_held_by",
+        "_limit_bytes",
+        "_max_allocation_bytes",
+        "_mutes_total",
+        "_outstanding",
+        "_queue",
+        "_spells",
+        "_tight_below_bytes",
+        "_window_s",
+    )
+
+    def __init__(
+        self,
+        limit_bytes: int,
+        max_allocation_bytes: int,
+        tight_fraction: float = 0.10,
+        rng: random.Random | None = None,
+        *,
+        wake_order: WakeOrder | None = None,
+        clock: Callable[[], float] | None = None,
+        depleted_window_s: float = 30.0,
+    ) -> None:
+        if limit_bytes != -1 and limit_bytes < 1:
+            raise ValueError(f"limit_bytes must be -1 (disabled) or >= 1, not {limit_bytes}")
+        if max_allocation_bytes < 1:
+            raise ValueError(f"max_allocation_bytes must be >= 1, not {max_allocation_bytes}")
+        if not 0.0 <= tight_fraction < 1.0:
+            raise ValueError(f"tight_fraction must be in [0, 1), not {tight_fraction}")
+        if depleted_window_s <= 0:
+            raise ValueError(f"depleted_window_s must be > 0, not {depleted_window_s}")
+        if wake_order is not None and rng is not None:
+            raise ValueError("rng only seeds the default wake order; pass one or the other")
+        self._limit_bytes = limit_bytes
+        self._max_allocation_bytes = max_allocation_bytes
+        self._disabled = limit_bytes == -1
+        self._available = 0 if self._disabled else limit_bytes
+        self._tight_below_bytes = tight_fraction * limit_bytes
+        self._queue: WakeOrder = wake_order if wake_order is not None else RandomWhenTight(rng)
+        self._clock: Callable[[], float] = clock if clock is not None else trio.current_time
+        self._window_s = depleted_window_s
+        self._outstanding = 0
+        self._mutes_total = 0
+        self._held_by: dict[trio.lowlevel.Task, int] = {}
+        # Depletion: start of the current spell (None: not depleted), closed spells that
+        # may still overlap the window, and the total of all closed spells.
+        self._dry_since: float | None = None
+        self._spells: deque[tuple[float, float]] = deque()
+        self._depleted_closed_s = 0.0
+
+    # -- the hot path ---------------------------------------------------------------
+
+    def try_allocate(self, size_bytes: int) -> Lease | None:
+        """Take ``size_bytes`` if any memory is available; never blocks.
+
+        Returns:
+            A Lease, or None when the pool is out of memory (``available <= 0``), which
+            also starts a depletion spell.
+
+        Raises:
+            InvalidAllocation: ``size_bytes`` < 1 or > ``max_allocation_bytes``.
+        """
+        if not 0 < size_bytes <= self._max_allocation_bytes:
+            raise self._invalid(size_bytes)
+        if self._disabled:
+            self._outstanding += 1
+            return Lease(self, size_bytes, None)
+        if self._available < 1:
+            if self._dry_since is None:
+                self._dry_since = self._clock()
+            return None
+        self._available -= size_bytes
+        self._outstanding += 1
+        if self._dry_since is not None:
+            self._end_spell()
+        task = _task_or_none()
+        if task is not None:
+            held = self._held_by
+            held[task] = held.get(task, 0) + 1
+        return Lease(self, size_bytes, task)
+
+    def allocate_nowait(self, size_bytes: int) -> Lease:
+        """Like try_allocate, but raises PoolExhausted instead of returning None."""
+        lease = self.try_allocate(size_bytes)
+        if lease is None:
+            raise PoolExhausted(
+                f"no memory for {size_bytes} bytes (available {self._available} "
+                f"of {self._limit_bytes})"
+            )
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        """Return a lease's bytes, handing them straight to parked callers if any.
+
+        Raises:
+            InvalidRelease: the lease was already released or came from another pool.
+        """
+        if lease._pool is not self:
+            raise InvalidRelease(f"{lease!r} was not issued by {self!r}")
+        if lease._released:
+            raise InvalidRelease(f"{lease!r} released twice")
+        lease._released = True
+        self._outstanding -= 1
+        if self._disabled:
+            return
+        self._available += lease.size_bytes
+        holder = lease._holder
+        if holder is not None:
+            self._forget_holder(holder)
+        if self._dry_since is not None:  # depleted; parked callers exist only then
+            self._after_release_while_depleted()
+
+    async def allocate(self, size_bytes: int) -> Lease:
+        """Take ``size_bytes``, parking (muting the caller) until memory is available.
+
+        Always a checkpoint, even when memory is available at once. While parked, the
+        caller is woken with memory already reserved for it (in random order while memory
+        is tight, arrival order otherwise). One call should cover a whole frame.
+
+        Raises:
+            InvalidAllocation: ``size_bytes`` < 1 or > ``max_allocation_bytes``.
+            WouldDeadlock: the calling task holds a lease from this pool (KIP-72's rule);
+                release it, or ``hand_off()`` it, first.
+            trio.Cancelled: while parked; the caller then holds nothing new.
+        """
+        if not 0 < size_bytes <= self._max_allocation_bytes:
+            raise self._invalid(size_bytes)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        task = _current_task()
+        if task in self._held_by:
+            raise WouldDeadlock(
+                f"{task.name!r} holds {self._held_by[task]} lease(s) from this pool and "
+                "asked to wait for more; a pool full of such waiters never drains "
+                "(KIP-72). Release or hand_off() the lease first."
+            )
+        lease = self.try_allocate(size_bytes)
+        if lease is not None:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return lease
+        waiter = Waiter(task, size_bytes)
+        self._queue.push(waiter)
+        self._mutes_total += 1
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            # Still queued (a hand-off would have rescheduled us, and then trio would not
+            # call abort): leave the queue; nothing was reserved, so nothing to return.
+            self._queue.discard(waiter)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        result: Lease = await trio.lowlevel.wait_task_rescheduled(abort)
+        return result
+
+    # -- the slow paths ---------------------------------------------------------------
+
+    def _after_release_while_depleted(self) -> None:
+        """Hand freed memory to parked callers; end the spell if nobody is left parked."""
+        queue = self._queue
+        while len(queue) and self._available >= 1:
+            waiter = queue.pop(self._available < self._tight_below_bytes)
+            self._available -= waiter.size_bytes
+            self._outstanding += 1
+            task = waiter.task
+            held = self._held_by
+            held[task] = held.get(task, 0) + 1
+            trio.lowlevel.reschedule(task, outcome.Value(Lease(self, waiter.size_bytes, task)))
+        if not len(queue):
+            self._end_spell()
+
+    def _end_spell(self) -> None:
+        start = self._dry_since
+        assert start is not None
+        now = self._clock()
+        self._dry_since = None
+        self._depleted_closed_s += now - start
+        spells = self._spells
+        spells.append((start, now))
+        horizon = now - self._window_s
+        while spells and spells[0][1] <= horizon:
+            spells.popleft()
+
+    def _forget_holder(self, task: trio.lowlevel.Task) -> None:
+        held = self._held_by
+        left = held[task] - 1
+        if left:
+            held[task] = left
+        else:
+            del held[task]
+
+    def _invalid(self, size_bytes: int) -> InvalidAllocation:
+        return InvalidAllocation(
+            f"allocation of {size_bytes} bytes outside 1..{self._max_allocation_bytes}"
+        )
+
+    # -- introspection ----------------------------------------------------------------
+
+    @property
+    def limit_bytes(self) -> int:
+        """The configured limit; -1 when the pool is disabled."""
+        return self._limit_bytes
+
+    @property
+    def max_allocation_bytes(self) -> int:
+        """The largest single allocation accepted."""
+        return self._max_allocation_bytes
+
+    @property
+    def available_bytes(self) -> int:
+        """Bytes that may still be allocated (negative when over-allocated)."""
+        return self._available
+
+    @property
+    def used_bytes(self) -> int:
+        """Bytes allocated and not yet released (0 when disabled)."""
+        return 0 if self._disabled else self._limit_bytes - self._available
+
+    @property
+    def out_of_memory(self) -> bool:
+        """Kafka's ``isOutOfMemory``: no allocation can succeed until a release."""
+        return not self._disabled and self._available <= 0
+
+    def depleted_percent(self) -> float:
+        """Percent (0-100) of the last ``depleted_window_s`` the pool spent depleted."""
+        if self._disabled:
+            return 0.0
+        now = self._clock()
+        horizon = now - self._window_s
+        spells = self._spells
+        while spells and spells[0][1] <= horizon:
+            spells.popleft()
+        depleted = sum(end - max(start, horizon) for start, end in spells)
+        if self._dry_since is not None:
+            depleted += now - max(self._dry_since, horizon)
+        return 100.0 * depleted / self._window_s
+
+    def depleted_time_total_s(self) -> float:
+        """Total seconds spent depleted since creation, the current spell included."""
+        if self._dry_since is None:
+            return self._depleted_closed_s
+        return self._depleted_closed_s + (self._clock() - self._dry_since)
+
+    def statistics(self) -> MemoryPoolStatistics:
+        """A snapshot of the pool's state and sensors."""
+        return MemoryPoolStatistics(
+            limit_bytes=self._limit_bytes,
+            max_allocation_bytes=self._max_allocation_bytes,
+            available_bytes=self._available,
+            used_bytes=self.used_bytes,
+            outstanding_leases=self._outstanding,
+            muted_now=len(self._queue),
+            mutes_total=self._mutes_total,
+            out_of_memory=self.out_of_memory,
+            tight=not self._disabled and self._available < max(self._tight_below_bytes, 1),
+            depleted_time_total_s=self.depleted_time_total_s(),
+            depleted_percent=self.depleted_percent(),
+            depleted_window_s=self._window_s,
+        )
+
+    def __repr__(self) -> str:
+        if self._disabled:
+            return f"<MemoryPool disabled, {self._outstanding} leases outstanding>"
+        return (
+            f"<MemoryPool {self._available}/{self._limit_bytes} bytes available, "
+            f"{self._outstanding} leases outstanding, {len(self._queue)} muted, "
+            f"{self._mutes_total} mutes total>"
+        )
