@@ -1,0 +1,80 @@
+# Strategy: the one entry point — client name in, timed `Result` out.
+#
+# Every driver has the same shape, `run(Job) -> ClientReport`, is synchronous and blocking,
+# and takes the bootstrap address as data; nothing knows whether it talks to the broker or
+# to the proxy. A trio test calls `run_roundtrip` through `trio.to_thread.run_sync`, so the
+# proxy may later run in the test's own trio loop without the clients blocking it.
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Callable
+
+from tests.compat import _aiokafka, _confluent, _java, _kafka_python, _kcat
+from tests.compat._check import check_roundtrip
+from tests.compat._direct import observe
+from tests.compat._model import ClientReport, Job, Result, make_records
+
+__all__ = ["CLIENTS", "DRIVERS", "roundtrip_and_check", "run_roundtrip"]
+
+Driver = Callable[[Job], ClientReport]
+
+DRIVERS: dict[str, Driver] = {
+    "aiokafka": _aiokafka.run,
+    "kafka-python": _kafka_python.run,
+    "confluent-kafka": _confluent.run,
+    "kcat": functools.partial(_kcat.run, librdkafka="wheel"),
+    "java": _java.run,
+    # Debian's kcat on Debian's librdkafka 2.0.2: reported, not required (see the tests).
+    "kcat-debian": functools.partial(_kcat.run, librdkafka="debian"),
+}
+
+#: The clients the issue requires to round-trip; "kcat-debian" is recorded separately.
+CLIENTS: tuple[str, ...] = ("aiokafka", "kafka-python", "confluent-kafka", "kcat", "java")
+
+
+def run_roundtrip(
+    client: str,
+    bootstrap: str,
+    topic: str,
+    n: int = 1000,
+    partitions: int = 3,
+    group: str | None = None,
+) -> Result:
+    """Run ``client``'s full round trip against ``bootstrap`` (a broker or a proxy).
+
+    Args:
+        client: a key of ``DRIVERS``.
+        bootstrap: "host:port" the client connects to.
+        topic: a topic that does not exist yet; the client creates it.
+        n: records to produce (keys repeat every 100 records, values are unique).
+        partitions: partitions of the new topic.
+        group: consumer group; defaults to ``"<topic>-group"``.
+
+    Raises:
+        ClientFailed: the client could not complete a stage.
+        KeyError: unknown client.
+    """
+    driver = DRIVERS[client]
+    job = Job(bootstrap, topic, partitions, group or f"{topic}-group", make_records(n))
+    started = time.monotonic()
+    report = driver(job)
+    return Result(client, job, report, time.monotonic() - started)
+
+
+def roundtrip_and_check(
+    client: str, bootstrap: str, direct_bootstrap: str, n: int = 1000, partitions: int = 3
+) -> tuple[Result, list[str]]:
+    """Round trip on ``bootstrap`` against a fresh topic, checked on ``direct_bootstrap``.
+
+    ``direct_bootstrap`` is the broker itself even when ``bootstrap`` is a proxy: the
+    client's view is compared with what is really stored.
+
+    Raises:
+        ClientFailed: the client could not complete a stage.
+    """
+    topic = f"compat-{client}-{uuid.uuid4().hex[:12]}"
+    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions)
+    return result, check_roundtrip(result, observe(direct_bootstrap, topic, result.job.group))

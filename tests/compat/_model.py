@@ -1,0 +1,140 @@
+# Strategy: the vocabulary every client driver and the checker share, and nothing else.
+#
+# A round trip is: the records to send (made here, the same for every client), what the
+# client's producer reported back (`Delivered`), what its group consumer returned
+# (`Consumed`), and — observed afterwards by a client we trust, reading the broker directly —
+# what is really in the topic and what the group committed (`Observation`). Drivers fill in
+# a `ClientReport`; `run_roundtrip` wraps it in a timed `Result`; `check_roundtrip` compares
+# `Result` with `Observation`. Everything is plain frozen data so the checker is a pure
+# function that can be tested on hand-made inputs.
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "DEADLINE_S",
+    "SESSION_TIMEOUT_MS",
+    "ClientFailed",
+    "ClientReport",
+    "Consumed",
+    "Delivered",
+    "Job",
+    "Observation",
+    "Record",
+    "Result",
+    "make_records",
+]
+
+#: Consumer-group session timeout for every client. Tansu holds a JoinGroup for about half
+#: the session timeout before answering (DESIGN "Known quirks"), so Kafka's 45 s default
+#: would make each round trip wait ~22 s; 2 s keeps the join at ~1 s and is still four
+#: heartbeats long.
+SESSION_TIMEOUT_MS = 2000
+
+#: Upper bound on one client's whole round trip. Round trips take 1-5 s on a quiet broker;
+#: the bound only turns a hang into a clear failure.
+DEADLINE_S = 90.0
+
+#: Distinct keys in the workload: every key is reused n / KEY_COUNT times, so the checker
+#: can see that one key always lands on one partition, in the order it was produced.
+KEY_COUNT = 100
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record to produce. ASCII text without tabs, so kcat and Java can take it as TSV."""
+
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, order=True)
+class Consumed:
+    """A record as a consumer returned it: where it was, and what it held."""
+
+    partition: int
+    offset: int
+    key: str | None
+    value: str | None
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """What a producer was told about one record.
+
+    ``key``/``value`` are None when the client reports the slot but not which record it
+    was (kcat prints "delivered to partition P (offset O)" and nothing else).
+    """
+
+    partition: int
+    offset: int
+    key: str | None = None
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a driver needs for one round trip. ``bootstrap`` is the broker or a proxy."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    group: str
+    records: tuple[Record, ...]
+    session_timeout_ms: int = SESSION_TIMEOUT_MS
+    deadline_s: float = DEADLINE_S
+
+
+@dataclass(frozen=True)
+class ClientReport:
+    """What a driver hands back: producer reports, consumed records, and what it needed.
+
+    ``settings`` names every non-default setting, environment variable or workaround the
+    client needed, so the matrix can report them (the issue's closing note asks for it).
+    """
+
+    produced: tuple[Delivered, ...]
+    consumed: tuple[Consumed, ...]
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One client's round trip: the job, the report and the wall time it took."""
+
+    client: str
+    job: Job
+    report: ClientReport
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The topic and the group as a plain direct consumer sees them after the round trip.
+
+    ``records`` are every record in every partition from the beginning (no group);
+    ``committed`` maps partition to the group's committed offset (absent = none committed).
+    """
+
+    records: tuple[Consumed, ...]
+    committed: dict[int, int]
+
+
+class ClientFailed(Exception):
+    """A client could not complete a stage of the round trip.
+
+    Raised, never returned, so a failing client fails its test with the client's own words.
+    ``stage`` is one of "setup", "metadata", "create", "produce", "consume".
+    """
+
+    def __init__(self, client: str, stage: str, detail: str) -> None:
+        super().__init__(f"{client}: {stage} failed: {detail}")
+        self.client = client
+        self.stage = stage
+        self.detail = detail
+
+
+def make_records(n: int) -> tuple[Record, ...]:
+    """The workload: ``n`` records over ``KEY_COUNT`` keys, every value unique."""
+    return tuple(Record(f"key-{i % KEY_COUNT:03d}", f"value-{i:06d}") for i in range(n))
