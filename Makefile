@@ -17,6 +17,7 @@ run: $(STAMP)
 	$(BIN)/purgatory-proxy run $(ARGS)
 
 test: $(STAMP)
+	bash scripts/install-system-deps.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
