@@ -32,7 +32,7 @@ _step = st.tuples(
     max_alloc=st.integers(1, 200),
     tight_fraction=st.sampled_from([0.0, 0.1, 0.5]),
     seed=st.integers(0, 2**16),
-    plans=st.lists(st.lists(_step, min_size=1, max_size=8), min_size=1, max_size=16),
+    plans=st.lists(st.lists(_step, min_size=1, max_size=8), min_size=1, max_size=32),
 )
 def test_concurrent_random_use_never_exceeds_the_bound_and_loses_nothing(
     limit: int,
