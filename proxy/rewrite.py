@@ -1,0 +1,210 @@
+# Strategy: decide per request, from its header alone where possible, what the proxy must do
+# with it, and rewrite the few responses that name brokers or versions.
+#
+#   - APIs the codec does not know: the connection is closed (we could not tell where a
+#     broker address might hide in them, and we do not advertise them).
+#   - ApiVersions of a version we cannot decode: answered locally with Kafka's v0
+#     UNSUPPORTED_VERSION response carrying our ranges, so clients retry lower.
+#   - ApiVersions responses: version ranges of the APIs we decode are clamped to what we can
+#     decode; APIs the codec does not know are removed.
+#   - Metadata, FindCoordinator, DescribeCluster, and the KIP-951 node_endpoints of Produce and
+#     Fetch responses: every broker address is replaced by the proxy's address for that node.
+#   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
+#
+# A response is re-encoded only when something in it changed; otherwise its bytes pass through.
+"""What to do with each request, and the rewriting of responses that name brokers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from proxy.routing import Address
+from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
+from wire.codec import REQUEST_CLASSES, decode, decode_response, encode
+from wire.errors import UnknownApiKey, UnsupportedVersion
+from wire.headers import RequestHeader, parse_request_header, parse_response_header
+from wire.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    DescribeClusterResponse,
+    FetchResponse,
+    FindCoordinatorResponse,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from wire.messages.api_versions_response import ApiVersion
+
+if TYPE_CHECKING:
+    from wire._struct import Message
+
+
+class BrokerDirectory(Protocol):
+    """What the rewriter needs from the server (proxy.server.Proxy provides it)."""
+
+    def advertise(self, node_id: int, upstream: Address) -> Address: ...
+    def learn_brokers(self, brokers: dict[int, Address]) -> None: ...
+
+
+__all__ = [
+    "BrokerDirectory",
+    "LocalAnswer",
+    "RequestPlan",
+    "plan_request",
+    "rewrite_response",
+    "unsupported_api_versions",
+]
+
+UNSUPPORTED_VERSION = 35
+
+#: First versions whose responses can carry KIP-951 node_endpoints.
+_NODE_ENDPOINTS_SINCE: dict[int, int] = {ApiKey.PRODUCE: 10, ApiKey.FETCH: 16}
+_ALWAYS_REWRITTEN = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPlan:
+    """A request to forward upstream, and what its response needs."""
+
+    header: RequestHeader
+    expects_response: bool
+    rewrite: bool
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class LocalAnswer:
+    """A request the proxy answers itself; ``response`` is the whole frame, size included."""
+
+    correlation_id: int
+    response: bytes
+
+
+def plan_request(body: bytes | bytearray, brokers: BrokerDirectory) -> RequestPlan | LocalAnswer:
+    """Classify one request frame body (the bytes after the size).
+
+    Raises:
+        UnknownApiKey: an API the schema tables do not know.
+        UnsupportedVersion: a version of an API the proxy rewrites that it cannot decode.
+        MalformedMessage: a header (or Produce body) that does not parse.
+    """
+    header, header_length = parse_request_header(body)
+    api_key, version = header.api_key, header.api_version
+    spec = API_BY_KEY.get(api_key)
+    if spec is None:
+        raise UnknownApiKey(f"unknown API key {api_key}")
+    if api_key == ApiKey.API_VERSIONS and not can_decode(api_key, version):
+        return LocalAnswer(header.correlation_id, unsupported_api_versions(header.correlation_id))
+    rewrite = api_key in _ALWAYS_REWRITTEN or (
+        api_key in _NODE_ENDPOINTS_SINCE and version >= _NODE_ENDPOINTS_SINCE[api_key]
+    )
+    if (rewrite or api_key in REQUEST_CLASSES) and not can_decode(api_key, version):
+        raise UnsupportedVersion(f"{spec.name} v{version} is not supported by the proxy")
+    expects_response = True
+    if api_key == ApiKey.PRODUCE:
+        produce = decode(ProduceRequest, memoryview(body)[header_length:], version)
+        expects_response = produce.acks != 0
+    return RequestPlan(header, expects_response, rewrite)
+
+
+def rewrite_response(
+    plan: RequestPlan, body: bytes | bytearray, brokers: BrokerDirectory
+) -> bytes | bytearray:
+    """The response frame body the client should see (``body`` itself when unchanged)."""
+    api_key, version = plan.header.api_key, plan.header.api_version
+    _, start = parse_response_header(body, response_header_version(api_key, version))
+    message = decode_response(api_key, version, memoryview(body)[start:])
+    if not _REWRITERS[api_key](message, brokers):
+        return body
+    return body[:start] + encode(message, version)
+
+
+def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:
+    assert isinstance(message, ApiVersionsResponse)
+    kept: list[ApiVersion] = []
+    for entry in message.api_keys:
+        spec = API_BY_KEY.get(entry.api_key)
+        if spec is None:
+            continue  # we would close connections that use it: do not advertise it
+        if spec.decodable:
+            entry.min_version = max(entry.min_version, spec.min_version)
+            entry.max_version = min(entry.max_version, spec.max_version)
+            if entry.min_version > entry.max_version:
+                continue
+        kept.append(entry)
+    message.api_keys = kept
+    return True
+
+
+def _rewrite_metadata(message: Message, brokers: BrokerDirectory) -> bool:
+    assert isinstance(message, MetadataResponse)
+    brokers.learn_brokers({b.node_id: Address(b.host, b.port) for b in message.brokers})
+    for broker in message.brokers:
+        advertised = brokers.advertise(broker.node_id, Address(broker.host, broker.port))
+        broker.host, broker.port = advertised.host, advertised.port
+    return bool(message.brokers)
+
+
+def _rewrite_find_coordinator(message: Message, brokers: BrokerDirectory) -> bool:
+    assert isinstance(message, FindCoordinatorResponse)
+    changed = False
+    if message.error_code == 0 and message.node_id >= 0 and message.host:
+        advertised = brokers.advertise(message.node_id, Address(message.host, message.port))
+        message.host, message.port = advertised.host, advertised.port
+        changed = True
+    for coordinator in message.coordinators:
+        if coordinator.error_code == 0 and coordinator.node_id >= 0 and coordinator.host:
+            upstream = Address(coordinator.host, coordinator.port)
+            advertised = brokers.advertise(coordinator.node_id, upstream)
+            coordinator.host, coordinator.port = advertised.host, advertised.port
+            changed = True
+    return changed
+
+
+def _rewrite_describe_cluster(message: Message, brokers: BrokerDirectory) -> bool:
+    assert isinstance(message, DescribeClusterResponse)
+    for broker in message.brokers:
+        advertised = brokers.advertise(broker.broker_id, Address(broker.host, broker.port))
+        broker.host, broker.port = advertised.host, advertised.port
+    return bool(message.brokers)
+
+
+def _rewrite_node_endpoints(message: Message, brokers: BrokerDirectory) -> bool:
+    assert isinstance(message, ProduceResponse | FetchResponse)
+    for endpoint in message.node_endpoints:
+        advertised = brokers.advertise(endpoint.node_id, Address(endpoint.host, endpoint.port))
+        endpoint.host, endpoint.port = advertised.host, advertised.port
+    return bool(message.node_endpoints)
+
+
+_REWRITERS: dict[int, Callable[[Message, BrokerDirectory], bool]] = {
+    ApiKey.API_VERSIONS: _clamp_api_versions,
+    ApiKey.METADATA: _rewrite_metadata,
+    ApiKey.FIND_COORDINATOR: _rewrite_find_coordinator,
+    ApiKey.DESCRIBE_CLUSTER: _rewrite_describe_cluster,
+    ApiKey.PRODUCE: _rewrite_node_endpoints,
+    ApiKey.FETCH: _rewrite_node_endpoints,
+}
+
+
+def unsupported_api_versions(correlation_id: int) -> bytes:
+    """Kafka's answer to an ApiVersions request of a version it does not know.
+
+    A v0 body with UNSUPPORTED_VERSION and the ApiVersions range the proxy supports, so the
+    client retries with the highest version it shares with us (the Java client and franz-go
+    read exactly that entry).
+    """
+    low, high = ApiVersionsRequest.VERSIONS
+    response = ApiVersionsResponse(
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=[ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high)],
+    )
+    body = correlation_id.to_bytes(4, "big", signed=True) + encode(response, 0)
+    return len(body).to_bytes(4, "big") + body

@@ -1,0 +1,27 @@
+"""The client matrix through the proxy: every client must see exactly what a direct reader sees.
+
+Same drivers and checks as test_matrix_direct.py, but each client's bootstrap is the proxy;
+the trusted direct reader still reads the broker itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from tests.compat import CLIENTS, roundtrip_and_check
+from tests.support.processes import Broker
+from tests.support.proxy_process import ProxyProcess
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_roundtrip_through_proxy_matches_direct(
+    kafka_broker: Broker, proxy: ProxyProcess, client: str
+) -> None:
+    result, problems = await trio.to_thread.run_sync(
+        roundtrip_and_check, client, proxy.bootstrap, kafka_broker.bootstrap
+    )
+    print(f"{client} via proxy: {result.elapsed_s:.2f} s, settings {result.report.settings}")
+    assert problems == []
+    assert len(result.report.consumed) == 1000
+    assert proxy.alive()
