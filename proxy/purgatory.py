@@ -77,7 +77,10 @@ class DelayedOperation(TimerTask):
     __slots__ = ("_completed", "_purgatory")
 
     def __init__(self, delay_ms: int) -> None:
-        super().__init__(delay_ms)
+        # TimerTask.__init__ inlined: one call less per operation on the hot path.
+        self.delay_ms = delay_ms
+        self.expiration_ms = 0
+        self._bucket = None
         self._completed = False
         self._purgatory: Purgatory | None = None
 
@@ -104,8 +107,10 @@ class DelayedOperation(TimerTask):
         if self._completed:
             return False
         self._completed = True
-        if self._bucket is not None:
-            self.cancel()
+        bucket = self._bucket
+        if bucket is not None:  # TimerTask.cancel, inlined
+            self._bucket = None
+            bucket.remove(self)
         purgatory = self._purgatory
         if purgatory is not None:
             purgatory._finished += 1
@@ -174,6 +179,7 @@ class Purgatory:
     ) -> None:
         self.purge_interval = purge_interval
         self._timer = Timer(tick_ms, wheel_size)
+        self._pending = self._timer.counter  # read directly on the hot path
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
         self._estimated_total = 0
         self._finished = 0
@@ -198,7 +204,7 @@ class Purgatory:
     @property
     def pending(self) -> int:
         """Operations waiting right now (the timer's size, exact at all times)."""
-        return len(self._timer)
+        return self._pending.count
 
     @property
     def timer(self) -> Timer:
@@ -208,7 +214,7 @@ class Purgatory:
     def statistics(self) -> PurgatoryStatistics:
         """Counters; ``watched`` costs O(number of keys)."""
         return PurgatoryStatistics(
-            pending=len(self._timer),
+            pending=self._pending.count,
             estimated_total=self._estimated_total,
             watched=sum(len(ops) for ops in self._watchers.values()),
             watch_keys=len(self._watchers),
@@ -245,13 +251,13 @@ class Purgatory:
         op._purgatory = self
         if op.try_complete():
             return True
+        if op._completed:
+            # Completed by someone else during the check. (Nothing else can run while the
+            # keys are watched below: the loop calls no user code but hashing.)
+            return False
         watchers = self._watchers
         watched = False
         for key in keys:
-            if op._completed:
-                # Completed by someone else meanwhile; the keys watched so far keep a
-                # completed entry, which the next check of that key or a purge removes.
-                return False
             ops = watchers.get(key)
             if ops is None:
                 watchers[key] = {op: None}
@@ -269,7 +275,7 @@ class Purgatory:
                 earliest_ms = timer.earliest_queued_ms()
                 if earliest_ms is not None and earliest_ms < self._sleep_until_ms:
                     self._wake_at(earliest_ms)
-        if self._estimated_total - len(self._timer) > self.purge_interval:
+        if self._estimated_total - self._pending.count > self.purge_interval:
             self._purge()
         return False
 
@@ -293,7 +299,7 @@ class Purgatory:
         finally:
             self._checking = False
             self._deferred_keys.clear()
-        if self._estimated_total - len(self._timer) > self.purge_interval:
+        if self._estimated_total - self._pending.count > self.purge_interval:
             self._purge()
         return completed
 
@@ -318,7 +324,7 @@ class Purgatory:
         Before the sweep the estimate is reset to the timer's size, the exact number of
         pending operations; operations watched later add to it again (seed 000).
         """
-        self._estimated_total = len(self._timer)
+        self._estimated_total = self._pending.count
         self._purges += 1
         watchers = self._watchers
         for key, ops in list(watchers.items()):
@@ -338,7 +344,7 @@ class Purgatory:
         awaits.
         """
         self._timer.advance_clock(now_ms)
-        if self._estimated_total - len(self._timer) > self.purge_interval:
+        if self._estimated_total - self._pending.count > self.purge_interval:
             self._purge()
 
     def _wake_at(self, due_ms: int) -> None:

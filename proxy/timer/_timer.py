@@ -60,6 +60,11 @@ class Timer:
         return self._counter.count
 
     @property
+    def counter(self) -> TaskCounter:
+        """The live count behind ``len()``, for callers that read it on a hot path."""
+        return self._counter
+
+    @property
     def wheel(self) -> TimingWheel:
         """The finest wheel (only for testing)."""
         return self._wheel

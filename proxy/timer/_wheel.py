@@ -89,29 +89,40 @@ class TimingWheel:
         self.overflow: TimingWheel | None = None
 
     def add(self, task: TimerTask) -> bool:
-        """Hold ``task`` by its ``expiration_ms``; False means it has expired: run it now."""
+        """Hold ``task`` by its ``expiration_ms``; False means it has expired: run it now.
+
+        This is the hot path of every timeout, so it walks up the levels in a loop rather
+        than by recursion, and links the task into its bucket inline.
+        """
         expiration_ms = task.expiration_ms
-        current_ms = self.current_time_ms
-        tick_ms = self.tick_ms
-        if expiration_ms < current_ms + tick_ms:
-            # Already expired.
-            return False
-        if expiration_ms < current_ms + self.interval_ms:
-            # Fits this wheel: put it in its bucket.
-            virtual_id = expiration_ms // tick_ms
-            bucket = self._buckets[virtual_id % self.wheel_size]
-            bucket.add(task)
-            # Queue the bucket once per rotation (its expiration changes once per rotation).
-            if bucket.set_expiration(virtual_id * tick_ms):
-                self._enqueue(bucket)
-            return True
-        # Out of range: hand it to the overflow wheel.
-        overflow = self.overflow
-        if overflow is None:
-            overflow = self.overflow = TimingWheel(
-                self.interval_ms, self.wheel_size, current_ms, self._counter, self._enqueue
-            )
-        return overflow.add(task)
+        wheel = self
+        while True:
+            current_ms = wheel.current_time_ms
+            tick_ms = wheel.tick_ms
+            if expiration_ms < current_ms + tick_ms:
+                # Already expired.
+                return False
+            if expiration_ms < current_ms + wheel.interval_ms:
+                # Fits this wheel: put it in its bucket (TimerTaskList.add, inlined).
+                virtual_id = expiration_ms // tick_ms
+                bucket = wheel._buckets[virtual_id % wheel.wheel_size]
+                task._bucket = bucket
+                bucket._tasks[task] = None
+                wheel._counter.count += 1
+                # Queue the bucket once per rotation (TimerTaskList.set_expiration, inlined:
+                # its expiration changes once per rotation).
+                bucket_ms = virtual_id * tick_ms
+                if bucket.expiration_ms != bucket_ms:
+                    bucket.expiration_ms = bucket_ms
+                    wheel._enqueue(bucket)
+                return True
+            # Out of range: hand it to the overflow wheel, created on first use.
+            overflow = wheel.overflow
+            if overflow is None:
+                overflow = wheel.overflow = TimingWheel(
+                    wheel.interval_ms, wheel.wheel_size, current_ms, wheel._counter, wheel._enqueue
+                )
+            wheel = overflow
 
     def advance_clock(self, time_ms: int) -> None:
         """Move this wheel (and those above it) to ``time_ms``, rounded down to a tick.
