@@ -140,7 +140,16 @@ def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:
                 continue
         kept.append(entry)
     message.api_keys = kept
+    # Tansu writes every top-level tagged field even at its default; Kafka omits those, and
+    # librdkafka before 2.1 (Debian's kcat) cannot skip them. Encode them as Kafka would:
+    # drop the default-valued known tags, keep tags the schema does not know.
+    message.raw_tagged_fields = tuple(
+        (tag, data) for tag, data in message.raw_tagged_fields if tag not in _KNOWN_TAGS
+    )
     return True
+
+
+_KNOWN_TAGS = frozenset(spec.tag for spec in ApiVersionsResponse._SCHEMA if spec.tag is not None)
 
 
 def _rewrite_metadata(message: Message, brokers: BrokerDirectory) -> bool:

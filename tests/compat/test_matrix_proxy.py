@@ -25,3 +25,16 @@ async def test_roundtrip_through_proxy_matches_direct(
     assert problems == []
     assert len(result.report.consumed) == 1000
     assert proxy.alive()
+
+
+async def test_debian_kcat_works_through_proxy(kafka_broker: Broker, proxy: ProxyProcess) -> None:
+    """Debian's kcat (librdkafka 2.0.2) fails on Tansu directly but works through the proxy.
+
+    Tansu writes ApiVersions' top-level tagged fields even at their defaults, which
+    librdkafka < 2.1 cannot skip; the proxy re-encodes that response the way Kafka does.
+    """
+    result, problems = await trio.to_thread.run_sync(
+        roundtrip_and_check, "kcat-debian", proxy.bootstrap, kafka_broker.bootstrap
+    )
+    assert problems == []
+    assert len(result.report.consumed) == 1000
