@@ -64,8 +64,12 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return overrides
 
 
-async def _until_signal(cancel_scope: trio.CancelScope) -> None:
+async def _until_signal(
+    cancel_scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Cancel ``cancel_scope`` on the first SIGTERM or SIGINT (started once they are caught)."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received %s: shutting down", signal.Signals(signum).name)
             cancel_scope.cancel()
@@ -76,6 +80,8 @@ async def _run(config: Config) -> None:
     from proxy.server import serve  # the server pulls in the codec; keep --help fast
 
     async with trio.open_nursery() as nursery:
+        shutdown = trio.CancelScope()
+        await nursery.start(_until_signal, shutdown)
         upstream = [Address(*parse_host_port(item)) for item in config.upstream.bootstrap]
         if not upstream:
             broker: Address = await nursery.start(run_embedded_broker)
@@ -85,18 +91,16 @@ async def _run(config: Config) -> None:
                 broker,
             )
             upstream = [broker]
-        shutdown = trio.CancelScope()
-        nursery.start_soon(_until_signal, shutdown)
         await serve(config, upstream, shutdown)
         nursery.cancel_scope.cancel()
 
 
 async def _dev_broker(port: int) -> None:
     async with trio.open_nursery() as nursery:
+        stop = trio.CancelScope()
+        await nursery.start(_until_signal, stop)
         address: Address = await nursery.start(run_embedded_broker, port)
         log.info("embedded Tansu broker listening on %s (memory storage)", address)
-        stop = trio.CancelScope()
-        nursery.start_soon(_until_signal, stop)
         with stop:
             await trio.sleep_forever()
         nursery.cancel_scope.cancel()

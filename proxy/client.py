@@ -9,9 +9,12 @@
 #
 # The connection owns its upstream connection to the broker it targets, and Kafka answers the
 # requests of one connection in order, so client order is preserved without re-sequencing and
-# correlation ids pass through unchanged. Produce with acks=0 gets no slot: Kafka sends no
-# response for it. Any error ends the whole connection (both sides) with one log line that
-# says why; nothing here can affect another connection.
+# correlation ids pass through unchanged. Produce with acks=0 gets an "unanswered" slot: Kafka
+# sends no response for it and the client expects none, but some brokers (Tansu) answer it
+# anyway, so such an answer is recognised by its correlation id and dropped.
+#
+# Any error ends the whole connection (both sides) with one log line that says why; nothing
+# here can affect another connection.
 """One client connection: reader (pool) -> upstream -> ordered writer."""
 
 from __future__ import annotations
@@ -154,8 +157,7 @@ class ClientConnection:
                         if isinstance(plan, LocalAnswer):
                             await slots.send(_Slot(plan.correlation_id, None, plan.response))
                             continue
-                        if plan.expects_response:
-                            await slots.send(_Slot(plan.correlation_id, plan))
+                        await slots.send(_Slot(plan.correlation_id, plan))
                         await upstream.send_all(size.to_bytes(4, "big") + body)
 
     async def _read_size(self, idle_timeout_s: float, max_frame: int) -> int | None:
@@ -192,23 +194,42 @@ class ClientConnection:
     async def _pump_responses(
         self, upstream: trio.SocketStream, slots: trio.MemoryReceiveChannel[_Slot]
     ) -> None:
+        unanswered: list[int] = []  # acks=0 produces since the last response, in order
         async with slots:
             async for slot in slots:
                 if slot.plan is None:
                     assert slot.local is not None
                     await self.client.send_all(slot.local)
                     continue
-                body = await _read_response(upstream)
-                correlation_id = int.from_bytes(body[:4], "big")
-                if correlation_id != slot.correlation_id:
-                    raise CloseConnection(
-                        f"upstream answered correlation id {correlation_id}, "
-                        f"expected {slot.correlation_id}"
-                    )
+                if not slot.plan.expects_response:
+                    unanswered.append(slot.correlation_id)
+                    continue
+                body = await _next_owed_response(upstream, slot.correlation_id, unanswered)
                 if slot.plan.rewrite:
                     body = rewrite_response(slot.plan, body, self.proxy)
                 await self.client.send_all(len(body).to_bytes(4, "big") + body)
         # The request side closed the channel and every owed response has been sent.
+
+
+async def _next_owed_response(
+    upstream: trio.SocketStream, correlation_id: int, unanswered: list[int]
+) -> bytes | bytearray:
+    """The upstream's response to ``correlation_id``, skipping answers to acks=0 produces.
+
+    Responses come in request order, so once the owed one arrives, no answer to an earlier
+    acks=0 produce can follow: ``unanswered`` is emptied.
+    """
+    while True:
+        body = await _read_response(upstream)
+        answered = int.from_bytes(body[:4], "big", signed=True)
+        if answered == correlation_id:
+            unanswered.clear()
+            return body
+        if answered not in unanswered:
+            raise CloseConnection(
+                f"upstream answered correlation id {answered}, expected {correlation_id}"
+            )
+        del unanswered[: unanswered.index(answered) + 1]
 
 
 async def _read_response(upstream: trio.SocketStream) -> bytes | bytearray:

@@ -170,6 +170,10 @@ class Purgatory:
     Task-safety: one trio thread; no method awaits except :meth:`run`.
     """
 
+    # XXX: no periodic purge check (Kafka's reaper looks every 200 ms): the estimate is
+    # checked on watch, on check_and_complete and when the clock task wakes, so after the
+    # last watch completed entries can linger until the next of those. No cancel_for_key.
+
     def __init__(
         self,
         *,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,11 @@ class ProxyProcess:
 
     def alive(self) -> bool:
         return self._proc.poll() is None
+
+    def stop(self, signum: int = signal.SIGTERM, timeout_s: float = 15.0) -> int:
+        """Send ``signum`` and wait for the process to exit; return its exit code."""
+        self._proc.send_signal(signum)
+        return self._proc.wait(timeout=timeout_s)
 
 
 @contextlib.contextmanager

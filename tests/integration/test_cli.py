@@ -1,0 +1,92 @@
+"""The command line as a user runs it: embedded broker, a real client round trip, clean exit."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import uuid
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from tests.support.processes import free_port, wait_for_port
+from tests.support.proxy_process import running_proxy
+
+
+async def _aiokafka_roundtrip(bootstrap: str) -> list[tuple[bytes | None, bytes | None]]:
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for i in range(10):
+            await producer.send_and_wait(topic, key=b"k%d" % i, value=b"v%d" % i)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"{topic}-group",
+        auto_offset_reset="earliest",
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=500,
+    )
+    await consumer.start()
+    try:
+        got = []
+        while len(got) < 10:
+            batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+            got += [(r.key, r.value) for records in batch.values() for r in records]
+        await consumer.commit()
+        return got
+    finally:
+        await consumer.stop()
+
+
+def test_run_without_upstream_starts_embedded_broker_and_exits_cleanly() -> None:
+    with running_proxy(None) as proxy:
+        proxy.wait_for_log(r"no upstream configured: started the embedded Tansu broker on \S+")
+        got = asyncio.run(_aiokafka_roundtrip(proxy.bootstrap))
+        assert got == [(b"k%d" % i, b"v%d" % i) for i in range(10)]
+        assert proxy.stop(signal.SIGTERM) == 0
+        assert "received SIGTERM: shutting down" in proxy.log_text()
+
+
+def test_sigint_also_exits_cleanly() -> None:
+    with running_proxy(None) as proxy:
+        assert proxy.stop(signal.SIGINT) == 0
+
+
+def test_bad_flag_value_exits_with_message_naming_the_key() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "proxy", "run", "--memory-limit", "lots"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "memory.limit" in run.stderr
+
+
+def test_dev_broker_runs_tansu_alone() -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy", "dev-broker", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port("127.0.0.1", port, 30, proc)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
