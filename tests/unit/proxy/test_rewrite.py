@@ -62,10 +62,10 @@ def _rewrite(api_key: int, version: int, kp_message: Any, directory: Directory) 
 
 @pytest.mark.parametrize("version", [0, 1, 4, 7, 9, 12, 13])
 def test_metadata_brokers_point_at_the_proxy(version: int) -> None:
+    broker = KpMetadata.MetadataResponseBroker
     brokers = [
-        KpMetadata.MetadataResponseBroker(node_id=n, host=f"kafka-{n}.internal", port=9092, rack=None)
-        for n in (1, 2, 3)
-    ]  # fmt: skip
+        broker(node_id=n, host=f"kafka-{n}.internal", port=9092, rack=None) for n in (1, 2, 3)
+    ]
     message = KpMetadata(version=version, brokers=brokers, topics=[], controller_id=2)
     directory = Directory()
     out = _rewrite(ApiKey.METADATA, version, message, directory)
