@@ -1,0 +1,250 @@
+# Strategy: Kafka frames are a 4-byte big-endian signed size followed by that many bytes.
+# FrameDecoder is an h11-style receive buffer: receive_data() only stores what it is
+# given, next_frame() does all the parsing, one frame per call, and returns NEED_DATA
+# when it cannot. The size prefix is parsed and checked (negative, too large, TLS) as
+# soon as its 4 bytes are in, before any of the body, so the caller can reserve memory
+# for exactly that frame first (KIP-72) via `pending_frame_size`.
+#
+# Resource handling: received chunks are kept as they arrived (bytes are immutable, so
+# holding views of them is safe; other buffers are copied once on receipt). A frame that
+# lies inside one chunk is returned as a zero-copy, read-only view of it; a frame that
+# spans chunks is assembled once into its own bytearray (a writable view). Either way
+# each byte is copied at most once, and every call is O(1) in the bytes buffered except
+# the one that assembles a spanning frame, which is O(frame size).
+"""Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from typing import Final, final
+
+from wire.errors import (
+    FrameTooLarge,
+    LocalProtocolError,
+    LooksLikeTLS,
+    NegativeFrameSize,
+    TruncatedFrame,
+    WireError,
+)
+
+__all__ = [
+    "CLOSED",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "NEED_DATA",
+    "SIZE_PREFIX_BYTES",
+    "FrameDecoder",
+    "frame",
+    "read_frame_size",
+    "size_prefix",
+]
+
+#: Kafka's default ``socket.request.max.bytes`` (100 MiB).
+DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600
+#: Length of the size prefix.
+SIZE_PREFIX_BYTES: Final = 4
+
+_SIZE = struct.Struct(">i")
+
+
+@final
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+#: next_frame(): no complete frame yet; feed more bytes with receive_data().
+NEED_DATA: Final = _Sentinel("NEED_DATA")
+#: next_frame(): the peer closed the connection cleanly between frames.
+CLOSED: Final = _Sentinel("CLOSED")
+
+
+def read_frame_size(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:
+    """Validate a frame's 4-byte size prefix and return the size.
+
+    Args:
+        header: at least the 4 prefix bytes (only the first 4 are read).
+        max_frame_bytes: the largest acceptable frame (``socket.request.max.bytes``).
+
+    Raises:
+        NegativeFrameSize: the size is negative.
+        LooksLikeTLS: the size exceeds the limit and the bytes are a TLS record header
+            (``16 03 0x``): a TLS client on a plaintext port.
+        FrameTooLarge: the size exceeds the limit otherwise.
+        LocalProtocolError: fewer than 4 bytes were given.
+    """
+    if len(header) < SIZE_PREFIX_BYTES:
+        raise LocalProtocolError(f"a size prefix needs 4 bytes, got {len(header)}")
+    (size,) = _SIZE.unpack_from(header)
+    if size < 0:
+        raise NegativeFrameSize(f"negative frame size {size}")
+    if size > max_frame_bytes:
+        b0, b1, b2 = header[0], header[1], header[2]
+        if b0 == 0x16 and b1 == 0x03 and b2 <= 0x04:
+            raise LooksLikeTLS(
+                f"frame size {size} exceeds {max_frame_bytes}: the bytes are a TLS record "
+                "header (TLS client on a plaintext listener?)",
+                size_bytes=size,
+                max_frame_bytes=max_frame_bytes,
+            )
+        hint = ""
+        if bytes(header[:4]) in (b"GET ", b"POST", b"PUT ", b"HEAD"):
+            hint = ": the bytes are an HTTP request line"
+        raise FrameTooLarge(
+            f"frame size {size} exceeds {max_frame_bytes}{hint}",
+            size_bytes=size,
+            max_frame_bytes=max_frame_bytes,
+        )
+    return int(size)
+
+
+def size_prefix(size_bytes: int) -> bytes:
+    """The 4-byte prefix of a frame of ``size_bytes`` bytes."""
+    try:
+        return _SIZE.pack(size_bytes)
+    except struct.error as exc:
+        raise LocalProtocolError(f"frame size {size_bytes} does not fit an int32") from exc
+
+
+def frame(*parts: bytes | bytearray | memoryview) -> bytes:
+    """Concatenate ``parts`` (e.g. a header and a body) behind a size prefix."""
+    return b"".join((size_prefix(sum(len(p) for p in parts)), *parts))
+
+
+@final
+class FrameDecoder:
+    """Split a byte stream into frames (payloads without their size prefix).
+
+    Feed bytes with :meth:`receive_data` (``b""`` means the peer closed) and call
+    :meth:`next_frame` until it returns :data:`NEED_DATA`.
+
+    Error handling: the first error (a bad size prefix, or EOF inside a frame) is raised
+    from :meth:`next_frame`; after that the decoder refuses every call with
+    :class:`LocalProtocolError`, as the connection is unusable.
+
+    Task safety: none; one decoder belongs to one connection's reader.
+    """
+
+    __slots__ = ("_buffered", "_chunks", "_eof", "_failed", "_max", "_size")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes < 0:
+            raise LocalProtocolError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+        self._max = max_frame_bytes
+        self._chunks: deque[memoryview] = deque()
+        self._buffered = 0
+        self._size: int | None = None
+        self._eof = False
+        self._failed: WireError | None = None
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max
+
+    @property
+    def pending_frame_size(self) -> int | None:
+        """The size of the frame being received, once its prefix is in (else None).
+
+        Set by the :meth:`next_frame` call that read the prefix, so the caller can
+        account for the whole frame before its body arrives.
+        """
+        return self._size
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet returned in a frame (prefixes excluded once read)."""
+        return self._buffered
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Add bytes from the peer; ``b""`` marks the end of the stream.
+
+        ``bytes`` are kept without copying; other buffers are copied, since the caller
+        may reuse them.
+        """
+        if self._eof:
+            raise LocalProtocolError("receive_data() after end of stream")
+        if not data:
+            self._eof = True
+            return
+        if not isinstance(data, bytes):
+            data = bytes(data)
+        self._chunks.append(memoryview(data))
+        self._buffered += len(data)
+
+    def next_frame(self) -> memoryview | _Sentinel:
+        """The next complete frame, :data:`NEED_DATA`, or :data:`CLOSED` after a clean EOF.
+
+        Returns:
+            A memoryview of exactly one frame's payload (read-only when it is a view of a
+            received chunk, writable when it had to be assembled).
+
+        Raises:
+            NegativeFrameSize, FrameTooLarge, LooksLikeTLS: the size prefix is bad.
+            TruncatedFrame: the stream ended inside a frame.
+            LocalProtocolError: a previous call already failed.
+        """
+        if self._failed is not None:
+            raise LocalProtocolError(f"frame decoder already failed: {self._failed.msg}")
+        try:
+            return self._next_frame()
+        except WireError as exc:
+            self._failed = exc
+            raise
+
+    def _next_frame(self) -> memoryview | _Sentinel:
+        size = self._size
+        if size is None:
+            if self._buffered < SIZE_PREFIX_BYTES:
+                if not self._eof:
+                    return NEED_DATA
+                if self._buffered == 0:
+                    return CLOSED
+                raise TruncatedFrame(f"stream ended inside a size prefix ({self._buffered} of 4)")
+            head = self._chunks[0]
+            if len(head) > SIZE_PREFIX_BYTES:
+                # Fast path: the prefix and more are in the first chunk.
+                (size,) = _SIZE.unpack_from(head)
+                if not 0 <= size <= self._max:
+                    size = read_frame_size(head, self._max)  # raises the right error
+                self._chunks[0] = head[SIZE_PREFIX_BYTES:]
+                self._buffered -= SIZE_PREFIX_BYTES
+            else:
+                size = read_frame_size(self._take(SIZE_PREFIX_BYTES), self._max)
+            self._size = size
+        if self._buffered < size:
+            if self._eof:
+                raise TruncatedFrame(f"stream ended {size - self._buffered} bytes short of a frame")
+            return NEED_DATA
+        self._size = None
+        return self._take(size)
+
+    def _take(self, n: int) -> memoryview:
+        """Remove and return the next n buffered bytes (a view when they are contiguous)."""
+        self._buffered -= n
+        chunks = self._chunks
+        if n == 0:
+            return memoryview(b"")
+        head = chunks[0]
+        if len(head) > n:
+            chunks[0] = head[n:]
+            return head[:n]
+        if len(head) == n:
+            chunks.popleft()
+            return head
+        out = bytearray(n)
+        filled = 0
+        while filled < n:
+            head = chunks[0]
+            take = min(len(head), n - filled)
+            out[filled : filled + take] = head[:take]
+            filled += take
+            if take == len(head):
+                chunks.popleft()
+            else:
+                chunks[0] = head[take:]
+        return memoryview(out)
