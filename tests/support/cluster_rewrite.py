@@ -6,14 +6,18 @@
 #
 #   Metadata           brokers := nodes 1..N at their relays; controller := node 1; leader of
 #                      partition p := (p mod N) + 1, replicas = isr = [leader], none offline.
-#   FindCoordinator    every coordinator (v0-v3 single, v4+ batched) := the fixed coordinator
-#                      node, so all group and transaction state lives in one Tansu process.
+#   FindCoordinator    every coordinator (v0-v3 single, v4+ batched) := one fixed node, so
+#                      all group and transaction traffic goes to one Tansu process.
 #   DescribeCluster    brokers := nodes 1..N; controller := node 1.
 #   Produce v10+,      KIP-951 hints (current_leader, node_endpoints) and Fetch's
 #   Fetch v11+         preferred_read_replica, when Tansu sets them, are mapped the same way.
 #
 # Everything else (and any of the above that comes out unchanged) is returned as the very
 # same bytes. Only the codec in `wire` is used, so the fixture exercises nothing of proxy/.
+#
+# XXX: Tansu also advertises DescribeTopicPartitions (API 75, v0), whose response names
+# partition leaders; `wire` cannot decode it, so it passes through naming node 111. Clients
+# that use it (the Java admin client's describeTopics) would see that node id.
 """Rewrite the responses of N one-node Tansu brokers so they look like one N-node cluster."""
 
 from __future__ import annotations
@@ -65,9 +69,10 @@ class NodeAddress:
 class ClusterView:
     """The cluster the clients are shown: nodes (ids 1..N in order) and the coordinator.
 
-    Why a fixed coordinator: every Tansu process reads and writes group state in S3 on its
-    own, so two processes coordinating one group at once would race. Naming one node as the
-    coordinator of every group and transaction keeps that state in one process.
+    Why a fixed coordinator: Kafka has one coordinator per group, and a test of routing
+    needs to know which node that is. Naming one node for every group and transaction also
+    keeps their in-flight state (a JoinGroup Tansu is holding, say) in one process, although
+    Tansu's S3-backed group state was seen to work across processes too.
     """
 
     nodes: tuple[NodeAddress, ...]

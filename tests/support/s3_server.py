@@ -45,8 +45,10 @@ class S3Server:
     def client_env(self) -> dict[str, str]:
         """What Tansu's S3 client (Rust object_store) reads from the environment.
 
-        Found by trying: without AWS_ALLOW_HTTP the client refuses a plain-http endpoint,
-        and it wants a region and keys even though moto ignores them.
+        Found by trying (tansu 0.6.0): without AWS_ALLOW_HTTP every S3 call fails with
+        reqwest's ``BadScheme``; without keys the client asks the EC2 instance-metadata
+        endpoint for credentials and fails. moto accepts any keys. The region is optional
+        (us-east-1 is the default) and set only to say so.
         """
         return {
             "AWS_ENDPOINT": self.endpoint,
