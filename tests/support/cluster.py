@@ -71,7 +71,11 @@ class Cluster:
 
     @property
     def relay_errors(self) -> list[str]:
-        """Connections a relay dropped because something did not decode (should be empty)."""
+        """Connections a relay dropped for a reason other than a peer closing them.
+
+        Empty in a healthy run; a test that stops a Tansu process will see "cannot reach"
+        lines for the connections that arrived at its relay afterwards.
+        """
         return self.relays.errors
 
 
