@@ -392,6 +392,10 @@ async def test_one_million_ops_ninety_percent_completed_early(autojump_clock: ob
         # Purges keep at most about one interval of completed ops in the lists.
         assert stats.purges >= 850
         assert 2 * 100_000 <= stats.watched <= 2 * (100_000 + DEFAULT_PURGE_INTERVAL + 1)
+        # No other reference keeps completed ops alive: the live ones are the pending ones
+        # plus the few completed ones still waiting in watcher lists for the next purge.
+        alive = sum(isinstance(o, Op) for o in gc.get_objects())
+        assert 100_000 <= alive <= 100_000 + DEFAULT_PURGE_INTERVAL + 1
 
         # Reference: the same purgatory structures holding only 100,000 pending ops.
         reference = Purgatory()

@@ -323,3 +323,30 @@ def test_TimerTaskList_flush_hands_over_live_tasks_in_order() -> None:
     bucket.flush(reinsert)
     assert seen == [0, 1, 2, 4]
     assert (len(bucket), counter.count, bucket.expiration_ms) == (0, 0, -1)
+
+
+def test_Timer_cancel_touches_only_the_cancelled_task() -> None:
+    # O(1) cancel without timing anything: a search through the bucket would compare the
+    # task with its neighbours; a hashed delete hashes it once and compares nothing.
+    calls = {"hash": 0, "eq": 0}
+
+    class Counted(Task):
+        __slots__ = ()
+
+        def __hash__(self) -> int:
+            calls["hash"] += 1
+            return id(self) >> 4
+
+        def __eq__(self, other: object) -> bool:
+            calls["eq"] += 1
+            return self is other
+
+    rec = Recorder()
+    timer = Timer()
+    tasks = [Counted(rec, i, 7) for i in range(10_000)]  # all in one bucket
+    for task in tasks:
+        timer.add(task, 0)
+    calls.update(hash=0, eq=0)
+    tasks[5_000].cancel()
+    assert calls == {"hash": 1, "eq": 0}
+    assert len(timer) == 9_999
