@@ -9,7 +9,11 @@
 """Generate wire/_api_table.py and wire/messages/ from the Kafka JSON message schemas.
 
 Run ``python -m wire._generate`` after changing the message list or upgrading the
-schema source; ``python -m wire._generate --check`` exits 1 if anything is stale.
+schema source; ``python -m wire._generate --check`` exits 1 if anything is stale. The
+generator imports nothing from ``wire``, so if stale output keeps ``wire`` itself from
+importing, load this file directly (importlib.util.spec_from_file_location) and call
+``main()``; do not run it as a script from inside wire/, where ``_struct.py`` would
+shadow the standard library module of that name.
 """
 
 from __future__ import annotations
@@ -416,7 +420,7 @@ def module_name(message: str) -> str:
 def messages_init_source() -> str:
     lines = [_banner("the message list in wire/_generate.py").rstrip("\n")]
     lines.append('"""Typed message classes of the APIs wire can decode (generated)."""')
-    lines += ["", "from __future__ import annotations", ""]
+    lines += ["", "from __future__ import annotations", "", "from wire._struct import Message"]
     names = []
     for api in sorted(DECODABLE_APIS):
         for kind in ("Request", "Response"):
@@ -424,8 +428,14 @@ def messages_init_source() -> str:
             names.append(message)
             lines.append(f"from wire.messages.{module_name(message)} import {message}")
     lines += ["", "__all__ = ["]
-    lines += [f'    "{n}",' for n in sorted(names)]
+    lines += [f'    "{n}",' for n in ["REQUESTS", "RESPONSES", *sorted(names)]]
     lines += ["]", ""]
+    for kind in ("Request", "Response"):
+        lines.append(f"#: Every decodable {kind.lower()} class, by API name.")
+        lines.append(f"{kind.upper()}S: tuple[type[Message], ...] = (")
+        lines += [f"    {api}{kind}," for api in sorted(DECODABLE_APIS)]
+        lines.append(")")
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -11,15 +11,7 @@ from dataclasses import dataclass
 
 from wire._api_table import API_ROWS, ApiKey
 from wire.errors import UnknownApiKey, UnsupportedVersion
-from wire.messages import (
-    ApiVersionsRequest,
-    DescribeClusterRequest,
-    FetchRequest,
-    FindCoordinatorRequest,
-    ListOffsetsRequest,
-    MetadataRequest,
-    ProduceRequest,
-)
+from wire.messages import REQUESTS
 
 __all__ = [
     "APIS",
@@ -66,18 +58,7 @@ class ApiSpec:
         return first is not None and version >= first
 
 
-_DECODABLE = frozenset(
-    c.API_KEY
-    for c in (
-        ApiVersionsRequest,
-        DescribeClusterRequest,
-        FetchRequest,
-        FindCoordinatorRequest,
-        ListOffsetsRequest,
-        MetadataRequest,
-        ProduceRequest,
-    )
-)
+_DECODABLE = frozenset(c.API_KEY for c in REQUESTS)
 
 #: Every API in the schema tables, by key order.
 APIS: tuple[ApiSpec, ...] = tuple(ApiSpec(*row, decodable=row[0] in _DECODABLE) for row in API_ROWS)

@@ -34,22 +34,7 @@ from wire.errors import (
     UnsupportedVersion,
     WireError,
 )
-from wire.messages import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    DescribeClusterRequest,
-    DescribeClusterResponse,
-    FetchRequest,
-    FetchResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    MetadataRequest,
-    MetadataResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
+from wire.messages import REQUESTS, RESPONSES, ApiVersionsResponse
 
 __all__ = [
     "REQUEST_CLASSES",
@@ -70,29 +55,10 @@ __all__ = [
 
 M = TypeVar("M", bound=Message)
 
-_REQUESTS: tuple[type[Message], ...] = (
-    ProduceRequest,
-    FetchRequest,
-    ListOffsetsRequest,
-    MetadataRequest,
-    FindCoordinatorRequest,
-    ApiVersionsRequest,
-    DescribeClusterRequest,
-)
-_RESPONSES: tuple[type[Message], ...] = (
-    ProduceResponse,
-    FetchResponse,
-    ListOffsetsResponse,
-    MetadataResponse,
-    FindCoordinatorResponse,
-    ApiVersionsResponse,
-    DescribeClusterResponse,
-)
-
 #: api key -> request class, for every API whose bodies wire can decode.
-REQUEST_CLASSES: dict[int, type[Message]] = {c.API_KEY: c for c in _REQUESTS}
+REQUEST_CLASSES: dict[int, type[Message]] = {c.API_KEY: c for c in REQUESTS}
 #: api key -> response class, for every API whose bodies wire can decode.
-RESPONSE_CLASSES: dict[int, type[Message]] = {c.API_KEY: c for c in _RESPONSES}
+RESPONSE_CLASSES: dict[int, type[Message]] = {c.API_KEY: c for c in RESPONSES}
 
 _decoders: dict[tuple[type[Message], int], _compiler.Decoder] = {}
 _encoders: dict[tuple[type[Message], int], _compiler.Encoder] = {}

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from wire._struct import Message
 from wire.messages.api_versions_request import ApiVersionsRequest
 from wire.messages.api_versions_response import ApiVersionsResponse
 from wire.messages.describe_cluster_request import DescribeClusterRequest
@@ -21,6 +22,8 @@ from wire.messages.produce_request import ProduceRequest
 from wire.messages.produce_response import ProduceResponse
 
 __all__ = [
+    "REQUESTS",
+    "RESPONSES",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "DescribeClusterRequest",
@@ -36,3 +39,24 @@ __all__ = [
     "ProduceRequest",
     "ProduceResponse",
 ]
+
+#: Every decodable request class, by API name.
+REQUESTS: tuple[type[Message], ...] = (
+    ApiVersionsRequest,
+    DescribeClusterRequest,
+    FetchRequest,
+    FindCoordinatorRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+#: Every decodable response class, by API name.
+RESPONSES: tuple[type[Message], ...] = (
+    ApiVersionsResponse,
+    DescribeClusterResponse,
+    FetchResponse,
+    FindCoordinatorResponse,
+    ListOffsetsResponse,
+    MetadataResponse,
+    ProduceResponse,
+)
