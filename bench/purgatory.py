@@ -14,6 +14,16 @@
 
 Run ``python -m bench.purgatory`` (``--quick`` for 200,000 requests per point, ``--json FILE``
 for machine-readable rows). Results go to docs/benchmarks.md and docs/img/purgatory.png.
+
+Where the time goes (cProfile, wheel, high-timeout, at saturation, 2026-11-22): about 60 % in
+the purgatory and 30 % in this harness (building the fake operation and its 100-byte
+payload, the completer's heap, the loop). Of the purgatory's share: try_complete_else_watch
+itself 27 % (two checks, three dict inserts), the estimate-triggered purges 24 % (each
+sweeps ~3 x pending entries to drop ~1000; the seed's design, unchanged), wheel insert and
+cascade 31 % (a 200 ms timeout lands in the 400 ms wheel and is re-added once to the 20 ms
+one before it fires), completion and expiry 16 %. The structures are already __slots__
+classes, the wheel insert is iterative with the bucket link inlined, and buckets are dicts
+(deletes run in C), so what is left is CPython's per-call cost.
 """
 
 from __future__ import annotations
