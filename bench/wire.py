@@ -292,6 +292,16 @@ def run() -> list[Row]:
     case = "Metadata v12 response, 1,000 partitions: decode + encode"
     rows.append(Row(case, "wire", best_us(metadata_round_trip), len(metadata)))
     rows += library_rows(case, "MetadataResponse", metadata, 12, encode=True)
+    case = "Metadata v12 response, 1,000 partitions: decode only"
+    rows.append(
+        Row(
+            case,
+            "wire",
+            best_us(lambda: codec.decode(MetadataResponse, metadata, 12)),
+            len(metadata),
+        )
+    )
+    rows += library_rows(case, "MetadataResponse", metadata, 12, encode=False)
 
     # Produce request and Fetch response with 1 MiB of records: decode.
     records = record_batches(MIB)

@@ -25,8 +25,6 @@ from wire.apis import (
 )
 from wire.codec import (
     Message,
-    ProducePartition,
-    ProduceSummary,
     decode,
     decode_api_versions_response,
     decode_request,
@@ -35,7 +33,6 @@ from wire.codec import (
     encode_parts,
     request_class,
     response_class,
-    scan_produce_request,
 )
 from wire.errors import (
     CorruptRecords,
@@ -102,8 +99,6 @@ __all__ = [
     "MalformedMessage",
     "Message",
     "NegativeFrameSize",
-    "ProducePartition",
-    "ProduceSummary",
     "RecordBatchHeader",
     "RemoteProtocolError",
     "RequestHeader",
@@ -138,7 +133,6 @@ __all__ = [
     "response_class",
     "response_header_version",
     "scan_batches",
-    "scan_produce_request",
     "set_request_correlation_id",
     "set_response_correlation_id",
     "size_prefix",

@@ -24,7 +24,6 @@ import struct
 from typing import TypeVar
 
 from wire import _compiler
-from wire._produce_scan import ProducePartition, ProduceSummary, scan_produce_request
 from wire._struct import Message
 from wire.apis import API_BY_KEY
 from wire.errors import (
@@ -40,8 +39,6 @@ __all__ = [
     "REQUEST_CLASSES",
     "RESPONSE_CLASSES",
     "Message",
-    "ProducePartition",
-    "ProduceSummary",
     "decode",
     "decode_api_versions_response",
     "decode_request",
@@ -50,7 +47,6 @@ __all__ = [
     "encode_parts",
     "request_class",
     "response_class",
-    "scan_produce_request",
 ]
 
 M = TypeVar("M", bound=Message)
