@@ -15,8 +15,9 @@
 #     allocated or looped over, so time and memory are O(input size);
 #   * unknown tagged fields, and known ones holding their default value, are kept raw in
 #     `raw_tagged_fields` so that encode(decode(b)) == b for canonical encodings.
-# Encoding contract: Java semantics. A null in a non-nullable position, or a non-default
-# value in a non-ignorable field the version lacks, raises LocalProtocolError.
+# Encoding contract: Java semantics. A null in a non-nullable position, a non-default value
+# in a non-ignorable field the version lacks, or tagged fields in a non-flexible version
+# raise LocalProtocolError.
 """Compile version-specialised decoders and encoders from the generated schema rows."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
-from wire._struct import FACTORY, ZERO_UUID, FieldSpec, Struct
+from wire._struct import FACTORY, FieldSpec, Struct
 from wire.errors import LocalProtocolError, MalformedMessage
 
 __all__ = [
@@ -153,7 +154,6 @@ def _local(msg: str) -> LocalProtocolError:
 _BASE_GLOBALS: dict[str, Any] = {
     "_new": object.__new__,
     "_UUID": UUID,
-    "_ZERO_UUID": ZERO_UUID,
     "_uvarint": read_uvarint,
     "_uvarint_bytes": _uvarint_bytes,
     "read_tags": read_tags,
@@ -243,10 +243,6 @@ def _is_default_expr(src: _Source, spec: FieldSpec, expr: str) -> str:
     return f"({expr} == {src.const(spec.default)})"
 
 
-def _path(cls: type[Struct], spec: FieldSpec) -> str:
-    return f"{cls.__name__}.{spec.name}"
-
-
 # ------------------------------------------------------------------------------- decode
 
 
@@ -293,9 +289,7 @@ def _emit_decode_value(
     if wire_type in _FIXED:
         code, size = _FIXED[wire_type]
         tmp = src.var("f")
-        src.emit(
-            ind, f"{tmp}, = {src.const(struct.Struct('>' + code).unpack_from, '_u')}(data, pos)"
-        )
+        src.emit(ind, f"{tmp}, = {src.const(_unpacker('>' + code), '_u')}(data, pos)")
         src.emit(ind, f"pos += {size}")
         src.emit(ind, f"{target} = {'_UUID(bytes=' + tmp + ')' if wire_type == 'uuid' else tmp}")
     elif wire_type in ("string", "bytes", "records"):
@@ -365,14 +359,24 @@ _ARRAY_TABLE_SIZE = 64
 
 
 @functools.cache
+def _unpacker(fmt: str) -> Callable[..., tuple[Any, ...]]:
+    return struct.Struct(fmt).unpack_from
+
+
+@functools.cache
+def _packer(fmt: str) -> Callable[..., bytes]:
+    return struct.Struct(fmt).pack
+
+
+@functools.cache
 def _array_unpackers(code: str) -> list[Callable[..., tuple[Any, ...]]]:
     """unpack_from of 0 .. _ARRAY_TABLE_SIZE-1 values of one fixed type (arrays are short)."""
-    return [struct.Struct(f">{k}{code}").unpack_from for k in range(_ARRAY_TABLE_SIZE)]
+    return [_unpacker(f">{k}{code}") for k in range(_ARRAY_TABLE_SIZE)]
 
 
 @functools.cache
 def _array_packers(code: str) -> list[Callable[..., bytes]]:
-    return [struct.Struct(f">{k}{code}").pack for k in range(_ARRAY_TABLE_SIZE)]
+    return [_packer(f">{k}{code}") for k in range(_ARRAY_TABLE_SIZE)]
 
 
 def _emit_struct_decode(
@@ -389,7 +393,7 @@ def _emit_struct_decode(
         if run:
             fmt = ">" + "".join(_FIXED[s.wire_type][0] for s in run)
             size = sum(_FIXED[s.wire_type][1] for s in run)
-            unpack = src.const(struct.Struct(fmt).unpack_from, "_u")
+            unpack = src.const(_unpacker(fmt), "_u")
             targets = []
             uuids = []
             for s in run:
@@ -497,7 +501,7 @@ def _emit_encode_value(
 ) -> None:
     if wire_type in _FIXED:
         code, _ = _FIXED[wire_type]
-        pack = src.const(struct.Struct(">" + code).pack, "_p")
+        pack = src.const(_packer(">" + code), "_p")
         value = f"{expr}.bytes" if wire_type == "uuid" else expr
         src.emit(ind, f"buf += {pack}({value})")
         return
@@ -596,7 +600,7 @@ def _emit_struct_encode(
             i += 1
         if run:
             fmt = ">" + "".join(_FIXED[s.wire_type][0] for s in run)
-            pack = src.const(struct.Struct(fmt).pack, "_p")
+            pack = src.const(_packer(fmt), "_p")
             args = [
                 f"{obj}.{s.name}.bytes" if s.wire_type == "uuid" else f"{obj}.{s.name}" for s in run
             ]

@@ -15,7 +15,9 @@ Records stay opaque: decoding gives a ``memoryview`` into the input (no copy), a
 encoding passes records through as separate output parts (:func:`encode_parts`).
 
 Byte fidelity: for any canonical encoding ``b`` (what Kafka's own Java code writes),
-``encode(decode(cls, b, v), v) == b``, unknown tagged fields included.
+``encode(decode(cls, b, v), v) == b``, unknown tagged fields included. Canonical means
+shortest varints, tags in ascending order and each once, booleans as 0 or 1, and nulls
+as length -1; other encodings decode fine but re-encode canonically.
 """
 
 from __future__ import annotations
