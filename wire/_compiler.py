@@ -216,6 +216,22 @@ def _tagged(cls: type[Struct], version: int, flexible: bool) -> list[FieldSpec]:
     return sorted(fields, key=lambda s: s.tag or 0)
 
 
+def _fixed_runs(fields: list[FieldSpec]) -> Iterator[list[FieldSpec] | FieldSpec]:
+    """Fields in wire order, with each run of fixed-size fields grouped into one list
+    (one struct call reads or writes the whole run)."""
+    run: list[FieldSpec] = []
+    for spec in fields:
+        if spec.wire_type in _FIXED:
+            run.append(spec)
+            continue
+        if run:
+            yield run
+            run = []
+        yield spec
+    if run:
+        yield run
+
+
 def _default_expr(src: _Source, spec: FieldSpec) -> str:
     """Source of a fresh default value for a field."""
     if spec.default is FACTORY:
@@ -383,14 +399,8 @@ def _emit_struct_decode(
     src: _Source, ind: str, cls: type[Struct], version: int, flexible: bool, obj: str
 ) -> None:
     src.emit(ind, f"{obj} = _new({src.const(cls, '_C')})")
-    fields = _untagged(cls, version, flexible)
-    i = 0
-    while i < len(fields):
-        run = []
-        while i < len(fields) and fields[i].wire_type in _FIXED:
-            run.append(fields[i])
-            i += 1
-        if run:
+    for run in _fixed_runs(_untagged(cls, version, flexible)):
+        if isinstance(run, list):
             fmt = ">" + "".join(_FIXED[s.wire_type][0] for s in run)
             size = sum(_FIXED[s.wire_type][1] for s in run)
             unpack = src.const(_unpacker(fmt), "_u")
@@ -408,9 +418,8 @@ def _emit_struct_decode(
             src.emit(ind, f"pos += {size}")
             for s, tmp in uuids:
                 src.emit(ind, f"{obj}.{s.name} = _UUID(bytes={tmp})")
-            continue
-        _emit_decode_field(src, ind, obj, fields[i], version, flexible)
-        i += 1
+        else:
+            _emit_decode_field(src, ind, obj, run, version, flexible)
     tagged = _tagged(cls, version, flexible)
     for s in cls._SCHEMA:
         if not s.present_in(version) or s in tagged:
@@ -591,24 +600,17 @@ def _emit_struct_encode(
             msg = f"{path}.{s.name} has a non-default value but version {version} lacks it"
             src.emit(ind, f"if not {_is_default_expr(src, s, f'{obj}.{s.name}')}:")
             src.emit(ind, f"    raise _local({msg!r})")
-    fields = _untagged(cls, version, flexible)
-    i = 0
-    while i < len(fields):
-        run = []
-        while i < len(fields) and fields[i].wire_type in _FIXED:
-            run.append(fields[i])
-            i += 1
-        if run:
+    for run in _fixed_runs(_untagged(cls, version, flexible)):
+        if isinstance(run, list):
             fmt = ">" + "".join(_FIXED[s.wire_type][0] for s in run)
             pack = src.const(_packer(fmt), "_p")
             args = [
                 f"{obj}.{s.name}.bytes" if s.wire_type == "uuid" else f"{obj}.{s.name}" for s in run
             ]
             src.emit(ind, f"buf += {pack}({', '.join(args)})")
-            continue
-        s = fields[i]
-        _emit_encode_field(src, ind, obj, s, version, flexible, f"{path}.{s.name}", parts)
-        i += 1
+        else:
+            path_of = f"{path}.{run.name}"
+            _emit_encode_field(src, ind, obj, run, version, flexible, path_of, parts)
     if not flexible:
         # Java: "Tagged fields were set, but version N of this message does not support them."
         msg = f"{path} has tagged fields but version {version} is not flexible"
