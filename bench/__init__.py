@@ -1,1 +1,1 @@
-"""Benchmarks. Never run as tests; each prints its numbers and records them in docs/benchmarks.md."""
+"""Benchmarks: never run as tests; each prints its numbers and writes docs/benchmarks.md."""
