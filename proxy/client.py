@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,6 +42,9 @@ log = logging.getLogger("purgatory_proxy.client")
 _SIZE_BYTES = 4
 #: api key, api version and correlation id: no request is shorter.
 _MIN_REQUEST_BYTES = 8
+#: Responses a connection may owe before the proxy stops reading its requests. A client that
+#: pipelines without reading its answers is back-pressured here instead of growing a queue.
+_MAX_IN_FLIGHT = 1024
 
 
 class CloseConnection(Exception):
@@ -84,7 +86,7 @@ class ClientConnection:
         upstream: trio.SocketStream | None = None
         try:
             upstream = await self._connect_upstream()
-            slots_in, slots_out = trio.open_memory_channel[_Slot](math.inf)
+            slots_in, slots_out = trio.open_memory_channel[_Slot](_MAX_IN_FLIGHT)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._guard, nursery, self._pump_responses, upstream, slots_out)
                 await self._guard(nursery, self._pump_requests, upstream, slots_in)

@@ -155,3 +155,16 @@ def test_sigterm_drains_an_in_flight_long_poll(kafka_broker: Broker) -> None:
             assert sock.recv(1) == b""  # then the proxy closes the drained connection
         assert proxy._proc.wait(timeout=15) == 0
         assert "draining connections" in proxy.log_text()
+
+
+def test_client_that_reads_late_is_back_pressured_not_dropped(proxy: ProxyProcess) -> None:
+    """5,000 pipelined requests from a client that reads nothing until it has sent them all:
+    the proxy stops reading once 1,024 answers are owed (TCP holds the rest), and every
+    answer then arrives, in order."""
+    count = 5000
+    with socket.create_connection((proxy.host, proxy.port), timeout=30) as sock:
+        sock.sendall(b"".join(_frame(ApiVersionsRequest[0](), cid) for cid in range(count)))
+        time.sleep(0.5)  # let the proxy fill every buffer it can before we read
+        seen = [struct.unpack(">i", _read_frame(sock)[:4])[0] for _ in range(count)]
+    assert seen == list(range(count))
+    assert proxy.alive()
