@@ -28,6 +28,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from proxy.purgatory import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
+
 __all__ = ["Config", "ConfigError", "load_config", "parse_host_port"]
 
 ENV_PREFIX = "PURGATORY_PROXY_"
@@ -132,9 +134,9 @@ class ConnectionsSection(_Section):
 class PurgatorySection(_Section):
     """The timing wheel that holds delayed operations (seed 000's parameters)."""
 
-    tick_ms: int = Field(default=1, ge=1)
-    wheel_size: int = Field(default=20, ge=2)
-    purge_interval: int = Field(default=1000, ge=1)
+    tick_ms: int = Field(default=DEFAULT_TICK_MS, ge=1)
+    wheel_size: int = Field(default=DEFAULT_WHEEL_SIZE, ge=2)
+    purge_interval: int = Field(default=DEFAULT_PURGE_INTERVAL, ge=1)
     """Purge watcher lists when estimated watched - pending exceeds this (Kafka's default)."""
 
 
