@@ -1,0 +1,167 @@
+# Strategy: the proxy's own connection to one upstream broker, shared by everything the proxy
+# asks on its own behalf (immediate sessionless fetches for held client fetches, the watcher's
+# long-poll, metadata). Requests are multiplexed: each gets a fresh correlation id and waits on
+# its own slot; one reader task hands each response to the slot with its id. A caller that is
+# cancelled simply leaves; its response, if it ever comes, finds no slot and is dropped, so the
+# connection never falls out of step.
+#
+# Kafka answers one connection's requests in order, so a long-poll on a channel delays every
+# request behind it: give long-polls their own channel.
+#
+# Resource handling: the channel connects lazily on the first request and again after a
+# failure. Its reader task runs in the nursery the owner passes in; `aclose` ends it.
+"""A multiplexed, reconnecting connection for the proxy's own requests to one broker."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+
+import trio
+
+from proxy.errors import UpstreamUnavailable
+from proxy.framed import PeerClosed, receive_exactly
+from proxy.routing import Address
+from wire.apis import response_header_version
+from wire.codec import Message, decode_response, encode
+from wire.framing import frame
+from wire.headers import RequestHeader, encode_request_header, parse_response_header
+
+__all__ = ["BrokerChannel"]
+
+log = logging.getLogger("purgatory_proxy.broker_channel")
+
+#: The client id of the proxy's own requests, so broker logs can tell them apart.
+CLIENT_ID = "purgatory-proxy"
+
+
+@dataclass(slots=True)
+class _Waiter:
+    api_key: int
+    api_version: int
+    done: trio.Event = field(default_factory=trio.Event)
+    body: memoryview | None = None
+    error: UpstreamUnavailable | None = None
+
+
+class BrokerChannel:
+    """The proxy's own requests to ``address``, any number in flight at once.
+
+    Args:
+        address: the broker.
+        nursery: where the reader task of each connection runs (the server's).
+        connect_timeout_s: limit for one connection attempt.
+    """
+
+    def __init__(self, address: Address, nursery: trio.Nursery, connect_timeout_s: float) -> None:
+        self.address = address
+        self._nursery = nursery
+        self._connect_timeout_s = connect_timeout_s
+        self._stream: trio.SocketStream | None = None
+        self._connecting = trio.Lock()
+        self._sending = trio.Lock()
+        self._waiters: dict[int, _Waiter] = {}
+        self._correlation_ids = itertools.count(1)
+        self.requests_sent = 0
+        self.connects = 0
+
+    def __repr__(self) -> str:
+        state = "connected" if self._stream else "idle"
+        return f"<BrokerChannel {self.address} {state}, {len(self._waiters)} in flight>"
+
+    async def request(self, message: Message, api_version: int) -> Message:
+        """Send ``message`` (a request) and return the decoded response.
+
+        Raises:
+            UpstreamUnavailable: the broker could not be reached, or the connection broke
+                before the response arrived.
+            WireError: the response did not decode.
+        """
+        api_key = type(message).API_KEY
+        body = encode(message, api_version)
+        stream = await self._connected()
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        header = RequestHeader(
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=CLIENT_ID,
+        )
+        waiter = _Waiter(api_key, api_version)
+        self._waiters[correlation_id] = waiter
+        try:
+            async with self._sending:
+                try:
+                    await stream.send_all(frame(encode_request_header(header), body))
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                    self._fail(stream, f"send failed: {error}")
+                    raise UpstreamUnavailable(f"{self.address}: send failed") from error
+            self.requests_sent += 1
+            await waiter.done.wait()
+        finally:
+            self._waiters.pop(correlation_id, None)
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.body is not None
+        return decode_response(api_key, api_version, waiter.body)
+
+    async def _connected(self) -> trio.SocketStream:
+        async with self._connecting:
+            if self._stream is not None:
+                return self._stream
+            try:
+                with trio.fail_after(self._connect_timeout_s):
+                    stream = await trio.open_tcp_stream(self.address.host, self.address.port)
+            except (OSError, trio.TooSlowError) as error:
+                reason = str(error) or "connect timed out"
+                raise UpstreamUnavailable(f"{self.address}: {reason}") from error
+            self._stream = stream
+            self.connects += 1
+            self._nursery.start_soon(self._read_responses, stream)
+            return stream
+
+    async def _read_responses(self, stream: trio.SocketStream) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await receive_exactly(stream, 4), "big")
+                response = memoryview(await receive_exactly(stream, size))
+                correlation_id = int.from_bytes(response[:4], "big", signed=True)
+                waiter = self._waiters.get(correlation_id)
+                if waiter is None:
+                    continue  # its caller gave up (cancelled); nothing else to do
+                version = response_header_version(waiter.api_key, waiter.api_version)
+                _, start = parse_response_header(response, version)
+                waiter.body = response[start:]
+                waiter.done.set()
+        except (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError) as error:
+            self._fail(stream, f"connection lost: {error}")
+        finally:
+            with trio.CancelScope(shield=True):
+                self._fail(stream, "connection closed")
+                await trio.aclose_forcefully(stream)
+
+    def _fail(self, stream: trio.SocketStream, reason: str) -> None:
+        """If ``stream`` is the current connection: forget it and fail every request waiting.
+
+        Every waiter was sent on the current connection (a new one is opened only after the
+        old one was forgotten), so failing them all is exact.
+        """
+        if self._stream is not stream:
+            return
+        self._stream = None
+        if self._waiters:
+            log.warning(
+                "upstream %s: %s; failing %d request(s)", self.address, reason, len(self._waiters)
+            )
+        for waiter in self._waiters.values():
+            if not waiter.done.is_set():
+                waiter.error = UpstreamUnavailable(f"{self.address}: {reason}")
+                waiter.done.set()
+
+    async def aclose(self) -> None:
+        """Close the connection; requests still waiting fail with UpstreamUnavailable."""
+        stream = self._stream
+        if stream is not None:
+            self._fail(stream, "channel closed")
+            await trio.aclose_forcefully(stream)
