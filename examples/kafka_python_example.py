@@ -99,7 +99,9 @@ def main() -> int:
     create_topic(args)
     sent = produce(args, run_id)
     seen = consume(args, run_id, len(sent), deadline)
-    print(f"kafka-python via {args.bootstrap}: produced {len(sent)}, consumed {seen} (run {run_id})")
+    print(
+        f"kafka-python via {args.bootstrap}: produced {len(sent)}, consumed {seen} (run {run_id})"
+    )
     return 0 if seen == len(sent) else 1
 
 
