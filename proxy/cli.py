@@ -1,7 +1,7 @@
 # Strategy: argparse (stdlib) parses the command line; every flag becomes an override on top of
 # the pydantic configuration, so flags, env vars and the TOML file share one validation path
 # and one error format. The process's lifetime is one trio.run: signals end it cleanly.
-"""The ``purgatory-proxy`` command line: ``run`` and ``dev-broker``."""
+"""The ``purgatory-proxy`` command line: ``run``, ``dev-broker`` and ``report``."""
 
 from __future__ import annotations
 
@@ -41,9 +41,23 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--advertised-host", metavar="HOST", help="host clients are told to use")
     run.add_argument("--memory-limit", metavar="BYTES", help="pool size, e.g. 64MiB; -1 = off")
     run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.add_argument("--metrics", metavar="HOST:PORT", help="serve /metrics, /healthz, /readyz")
+    run.add_argument("--request-log", metavar="PATH", help="JSON-lines log of every request")
 
     broker = commands.add_parser("dev-broker", help="run the embedded Tansu broker alone")
     broker.add_argument("--port", type=int, default=9092, help="loopback port (default 9092)")
+
+    report = commands.add_parser(
+        "report", help="analyse request logs with PySpark (needs the [pipeline] extra)"
+    )
+    report.add_argument("--logs", required=True, metavar="PATH_OR_GLOB", help="request log(s)")
+    report.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    report.add_argument(
+        "--master", default="local[*]", help="Spark master URL (default local[*], loopback)"
+    )
+    report.add_argument(
+        "--window-s", type=int, default=10, help="time window of the per-window tables (s)"
+    )
     return parser
 
 
@@ -61,6 +75,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         put("upstream", "bootstrap", [part for part in args.upstream.split(",") if part])
     put("memory", "limit", args.memory_limit)
     put("log", "level", args.log_level)
+    put("metrics", "listen", args.metrics)
+    put("log", "requests", args.request_log)
     return overrides
 
 
@@ -113,6 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.command == "dev-broker":
         trio.run(_dev_broker, args.port)
+        return 0
+    if args.command == "report":
+        try:
+            from pipeline.report import run_report  # pyspark is an optional extra
+        except ImportError as error:
+            print(f"purgatory-proxy report needs the [pipeline] extra: {error}", file=sys.stderr)
+            return 2
+        summary = run_report(args.logs, args.out, master=args.master, window_s=args.window_s)
+        print(f"report written to {args.out} ({summary['lines']} requests)")
         return 0
     try:
         config = load_config(args.config, _overrides(args))

@@ -15,22 +15,33 @@
 #
 # Any error ends the whole connection (both sides) with one log line that says why; nothing
 # here can affect another connection.
+#
+# Observation: each slot carries its request's timings (arrival, time muted, time written
+# upstream); when the response has been written to the client (or, for acks=0, when the request
+# has been written upstream) one RequestRecord goes to the server's Observer (metrics + request
+# log). That costs a few clock reads per request and a two-byte peek at the response's
+# top-level error code where the schema puts it at a fixed offset (proxy/error_peek.py).
 """One client connection: reader (pool) -> upstream -> ordered writer."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
+from proxy.error_peek import peek_error_code
 from proxy.framed import PeerClosed, receive_exactly
+from proxy.request_log import RequestRecord
 from proxy.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
 from proxy.routing import Address
+from wire.apis import API_BY_KEY
 from wire.errors import WireError
 from wire.framing import read_frame_size
+from wire.headers import peek_request_header
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -48,16 +59,32 @@ _MAX_IN_FLIGHT = 1024
 
 
 class CloseConnection(Exception):
-    """End this client connection; the message is the one log line that says why."""
+    """End this client connection; the message is the one log line that says why.
+
+    ``kind`` is the reason's label in the connections-closed metric.
+    """
+
+    def __init__(self, message: str, kind: str = "protocol_error") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(slots=True)
 class _Slot:
-    """A response the client is owed, in request order."""
+    """A response the client is owed, in request order, and its request's timings.
+
+    Times are ``trio.current_time()`` seconds except ``ts`` (epoch seconds, for the log).
+    """
 
     correlation_id: int
     plan: RequestPlan | None
-    local: bytes | None = None
+    local: bytes | None
+    arrival_s: float
+    ts: float
+    muted_s: float
+    request_bytes: int
+    sent_s: float = 0.0
+    local_api: tuple[int, int] = (0, 0)  # (api key, version) of a locally answered request
 
 
 class ClientConnection:
@@ -71,7 +98,10 @@ class ClientConnection:
         self.node_id = node_id
         self.connection_id = connection_id
         self.peer = _peer_name(stream)
+        self.broker = "bootstrap" if node_id is None else str(node_id)
+        self._observer = proxy.observer
         self._close_reason: str | None = None
+        self._close_kind = "client_closed"
 
     def __repr__(self) -> str:
         target = "bootstrap" if self.node_id is None else f"broker {self.node_id}"
@@ -84,22 +114,32 @@ class ClientConnection:
         being read is released by the request pump's own ``finally`` (cancellation included).
         """
         upstream: trio.SocketStream | None = None
+        metrics = self.proxy.metrics
+        metrics.connections_open.inc()
         try:
             upstream = await self._connect_upstream()
+            metrics.upstream_open.inc()
             slots_in, slots_out = trio.open_memory_channel[_Slot](_MAX_IN_FLIGHT)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._guard, nursery, self._pump_responses, upstream, slots_out)
                 await self._guard(nursery, self._pump_requests, upstream, slots_in)
         except CloseConnection as reason:
-            self._note(str(reason))
+            self._note(str(reason), reason.kind)
         except Exception:
             # A bug of ours, not the client's: it must still end only this connection.
+            self._note("", "internal_error")
             log.exception("internal error on client connection %s; closing it", self)
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.client)
                 if upstream is not None:
                     await trio.aclose_forcefully(upstream)
+                    metrics.upstream_open.dec()
+            metrics.connections_open.dec()
+            kind = self._close_kind
+            if kind == "client_closed" and self.proxy.stopping:
+                kind = "shutdown"
+            metrics.connections_closed.labels(kind).inc()
             if self._close_reason:
                 log.warning("closed client connection %s: %s", self, self._close_reason)
             else:
@@ -112,32 +152,39 @@ class ClientConnection:
         try:
             await pump(*args)
         except CloseConnection as reason:
-            self._note(str(reason))
+            self._note(str(reason), reason.kind)
             nursery.cancel_scope.cancel()
         except WireError as error:
-            self._note(f"protocol error: {error}")
+            self._note(f"protocol error: {error}", "protocol_error")
             nursery.cancel_scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
-            self._note(f"connection broke: {error or type(error).__name__}")
+            self._note(f"connection broke: {error or type(error).__name__}", "broken")
             nursery.cancel_scope.cancel()
 
-    def _note(self, reason: str) -> None:
+    def _note(self, reason: str, kind: str) -> None:
         if self._close_reason is None:
             self._close_reason = reason
+            self._close_kind = kind
 
     async def _connect_upstream(self) -> trio.SocketStream:
         candidates = self.proxy.upstream_for(self.node_id)
         if not candidates:
-            raise CloseConnection(f"no upstream address known for broker {self.node_id}")
+            self.proxy.metrics.upstream_connects.labels("failed").inc()
+            raise CloseConnection(
+                f"no upstream address known for broker {self.node_id}", "upstream"
+            )
         timeout_s = self.proxy.config.upstream.connect_timeout_ms / 1000
         errors = []
         for address in candidates:
             try:
                 with trio.fail_after(timeout_s):
-                    return await trio.open_tcp_stream(address.host, address.port)
+                    stream = await trio.open_tcp_stream(address.host, address.port)
+                self.proxy.metrics.upstream_connects.labels("ok").inc()
+                return stream
             except (OSError, trio.TooSlowError) as error:
+                self.proxy.metrics.upstream_connects.labels("failed").inc()
                 errors.append(f"{address}: {error or 'timed out'}")
-        raise CloseConnection("upstream unreachable (" + "; ".join(errors) + ")")
+        raise CloseConnection("upstream unreachable (" + "; ".join(errors) + ")", "upstream")
 
     # -- requests --------------------------------------------------------------------------
 
@@ -152,15 +199,32 @@ class ClientConnection:
                     size = await self._read_size(connections.idle_timeout_ms / 1000, max_frame)
                     if size is None:
                         return
-                    deadline = trio.current_time() + connections.frame_timeout_ms / 1000
-                    with await self.proxy.pool.allocate(size):
+                    arrival_s, ts = trio.current_time(), time.time()
+                    deadline = arrival_s + connections.frame_timeout_ms / 1000
+                    # Muted time is time parked in the pool, not the checkpoint of a free
+                    # allocation: try first, park only when the pool is out of memory.
+                    lease, muted_s = self.proxy.pool.try_allocate(size), 0.0
+                    if lease is None:
+                        lease = await self.proxy.pool.allocate(size)
+                        muted_s = trio.current_time() - arrival_s
+                    with lease:
                         body = await self._read_body(size, deadline)
                         plan = plan_request(body, self.proxy)
                         if isinstance(plan, LocalAnswer):
-                            await slots.send(_Slot(plan.correlation_id, None, plan.response))
+                            slot = _Slot(plan.correlation_id, None, plan.response,
+                                         arrival_s, ts, muted_s, size + _SIZE_BYTES)  # fmt: skip
+                            slot.local_api = peek_request_header(body)[:2]
+                            await slots.send(slot)
                             continue
-                        await slots.send(_Slot(plan.correlation_id, plan))
+                        slot = _Slot(plan.correlation_id, plan, None,
+                                     arrival_s, ts, muted_s, size + _SIZE_BYTES)  # fmt: skip
+                        await slots.send(slot)
+                        # The response cannot be read before this write, so the response
+                        # pump sees sent_s set.
+                        slot.sent_s = trio.current_time()
                         await upstream.send_all(size.to_bytes(4, "big") + body)
+                        if not plan.expects_response:
+                            self._report(slot, None, 0, trio.current_time(), "no_response")
 
     async def _read_size(self, idle_timeout_s: float, max_frame: int) -> int | None:
         """The next frame's checked size, or None when the client closed between frames."""
@@ -170,9 +234,13 @@ class ClientConnection:
             except PeerClosed as closed:
                 if closed.received == 0:
                     return None
-                raise CloseConnection("client closed the connection inside a frame size") from None
+                raise CloseConnection(
+                    "client closed the connection inside a frame size", "client_closed"
+                ) from None
         if idle.cancelled_caught:
-            raise CloseConnection(f"idle for {idle_timeout_s:g} s (connections.idle_timeout_ms)")
+            raise CloseConnection(
+                f"idle for {idle_timeout_s:g} s (connections.idle_timeout_ms)", "idle_timeout"
+            )
         size = read_frame_size(header, max_frame)
         if size < _MIN_REQUEST_BYTES:
             raise CloseConnection(f"frame of {size} bytes is too short to hold a request header")
@@ -184,11 +252,13 @@ class ClientConnection:
                 return await receive_exactly(self.client, size)
             except PeerClosed as closed:
                 raise CloseConnection(
-                    f"client closed the connection after {closed.received} of {size} bytes"
+                    f"client closed the connection after {closed.received} of {size} bytes",
+                    "client_closed",
                 ) from None
         assert slow.cancelled_caught
         raise CloseConnection(
-            f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)"
+            f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)",
+            "frame_timeout",
         )
 
     # -- responses -------------------------------------------------------------------------
@@ -202,15 +272,62 @@ class ClientConnection:
                 if slot.plan is None:
                     assert slot.local is not None
                     await self.client.send_all(slot.local)
+                    self._report(slot, None, len(slot.local), trio.current_time(), "ok")
                     continue
                 if not slot.plan.expects_response:
                     unanswered.append(slot.correlation_id)
                     continue
                 body = await _next_owed_response(upstream, slot.correlation_id, unanswered)
+                received_s = trio.current_time()
+                header = slot.plan.header
+                error_code = peek_error_code(header.api_key, header.api_version, body)
                 if slot.plan.rewrite:
                     body = rewrite_response(slot.plan, body, self.proxy)
                 await self.client.send_all(len(body).to_bytes(4, "big") + body)
+                self._report(slot, error_code, len(body) + _SIZE_BYTES, received_s,
+                             "error" if error_code else "ok")  # fmt: skip
         # The request side closed the channel and every owed response has been sent.
+
+    def _report(
+        self,
+        slot: _Slot,
+        error_code: int | None,
+        response_bytes: int,
+        upstream_done_s: float,
+        outcome: str,
+    ) -> None:
+        """Hand one finished request's record to the observer (never blocks).
+
+        ``upstream_done_s``: when the upstream's part ended (response read, or the request
+        written for acks=0); the record's latency runs to now.
+        """
+        now_s = trio.current_time()
+        if slot.plan is not None:
+            header = slot.plan.header
+            api_key, api_version, client_id = header.api_key, header.api_version, header.client_id
+            broker, upstream_ms = self.broker, (upstream_done_s - slot.sent_s) * 1000
+        else:
+            (api_key, api_version), client_id = slot.local_api, None
+            broker, upstream_ms = "local", 0.0
+        spec = API_BY_KEY.get(api_key)
+        self._observer.request_done(
+            RequestRecord(
+                ts=slot.ts,
+                api=spec.name if spec is not None else str(api_key),
+                api_version=api_version,
+                client_id=client_id,
+                conn=self.connection_id,
+                broker=broker,
+                latency_ms=(now_s - slot.arrival_s) * 1000,
+                upstream_ms=upstream_ms,
+                held_ms=0.0,  # XXX: the purgatory (issue 6) sets this for held requests
+                muted_ms=slot.muted_s * 1000,
+                request_bytes=slot.request_bytes,
+                response_bytes=response_bytes,
+                outcome=outcome,
+                error_code=error_code,
+            )
+        )
 
 
 async def _next_owed_response(
@@ -229,7 +346,8 @@ async def _next_owed_response(
             return body
         if answered not in unanswered:
             raise CloseConnection(
-                f"upstream answered correlation id {answered}, expected {correlation_id}"
+                f"upstream answered correlation id {answered}, expected {correlation_id}",
+                "upstream",
             )
         del unanswered[: unanswered.index(answered) + 1]
 
@@ -240,7 +358,7 @@ async def _read_response(upstream: trio.SocketStream) -> bytes | bytearray:
         header = await receive_exactly(upstream, _SIZE_BYTES)
         return await receive_exactly(upstream, int.from_bytes(header, "big"))
     except PeerClosed:
-        raise CloseConnection("upstream broker closed the connection") from None
+        raise CloseConnection("upstream broker closed the connection", "upstream") from None
 
 
 def _peer_name(stream: trio.SocketStream) -> str:

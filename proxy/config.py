@@ -55,7 +55,12 @@ def _host_port(value: str) -> str:
     return value
 
 
+def _optional_host_port(value: str) -> str:
+    return _host_port(value) if value else value
+
+
 HostPort = Annotated[str, AfterValidator(_host_port)]
+OptionalHostPort = Annotated[str, AfterValidator(_optional_host_port)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 _BYTE_SIZE = TypeAdapter(ByteSize)
@@ -140,8 +145,23 @@ class PurgatorySection(_Section):
     """Purge watcher lists when estimated watched - pending exceeds this (Kafka's default)."""
 
 
+class MetricsSection(_Section):
+    """The operators' HTTP endpoint: /metrics, /healthz, /readyz."""
+
+    listen: OptionalHostPort = ""
+    """HOST:PORT of the endpoint; empty = not served."""
+
+
 class LogSection(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    requests: str = ""
+    """Request log file (JSON lines, one per client request); empty = no request log."""
+    requests_max_bytes: ByteSize = ByteSize(100 * 1024 * 1024)
+    """Rotate the request log when it would grow past this; 0 = never rotate."""
+    requests_backups: int = Field(default=5, ge=0)
+    """Rotated request logs kept (requests.jsonl.1 .. .N)."""
+    requests_queue_lines: int = Field(default=10_000, ge=1)
+    """Lines waiting for the writer at most; more are dropped (and counted), never waited for."""
 
 
 class Config(BaseSettings):
@@ -160,6 +180,7 @@ class Config(BaseSettings):
     memory: MemorySection = Field(default_factory=MemorySection)
     connections: ConnectionsSection = Field(default_factory=ConnectionsSection)
     purgatory: PurgatorySection = Field(default_factory=PurgatorySection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
     log: LogSection = Field(default_factory=LogSection)
 
     @classmethod

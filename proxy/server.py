@@ -1,10 +1,13 @@
 # Strategy: one nursery tree.
 #
 #   serve()
+#   ├── observers nursery: the request log's writer; it outlives the handlers so the records of
+#   │   draining connections are still written
 #   ├── handlers nursery: one task per client connection (proxy/client.py); it outlives the
 #   │   accept loops so in-flight requests can drain on shutdown
 #   └── accepting nursery: the bootstrap accept loop, one accept loop per broker listener,
-#       and the metadata refresher that learns brokers and binds their listeners
+#       the metadata refresher that learns brokers and binds their listeners, and the
+#       operators' HTTP endpoint (proxy/http.py) when [metrics] listen is set
 #
 # Broker listeners are bound synchronously (stdlib socket, then wrapped for trio), so a
 # response that names a broker the proxy has never seen can be rewritten to a real port before
@@ -18,13 +21,18 @@ import itertools
 import logging
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NoReturn
 
 import trio
 
 from proxy.config import Config, parse_host_port
 from proxy.errors import UpstreamUnavailable
+from proxy.http import serve_http
 from proxy.memory import MemoryPool
+from proxy.metrics import Metrics
+from proxy.observer import Observer
+from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.upstream import fetch_cluster_metadata
 
@@ -46,6 +54,7 @@ class Proxy:
         upstream_bootstrap: list[Address],
         handlers: trio.Nursery,
         accepting: trio.Nursery,
+        request_log: RequestLog | None = None,
     ) -> None:
         self.config = config
         self.upstream_bootstrap = upstream_bootstrap
@@ -54,6 +63,10 @@ class Proxy:
             int(config.memory.socket_request_max_bytes),
             tight_fraction=config.memory.tight_fraction,
         )
+        self.metrics = Metrics(self.pool)
+        # Every finished request is reported here (proxy/observer.py). XXX: the purgatory
+        # (issue 6) attaches itself with self.metrics.attach_purgatory(...) once it runs.
+        self.observer = Observer(self.metrics, request_log)
         self.routing = Routing(config.proxy.broker_ports, config.proxy.first_broker_port)
         listen_host, _ = parse_host_port(config.proxy.listen)
         self.listen_host = listen_host
@@ -80,6 +93,11 @@ class Proxy:
                 yield scope
         finally:
             self._reader_scopes.discard(scope)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether shutdown has begun (connections closing now close for that reason)."""
+        return self._stopping
 
     def stop_reading(self) -> None:
         """Stop every connection from reading new requests; pending responses still flow."""
@@ -121,6 +139,9 @@ class Proxy:
             while True:
                 stream = await listener.accept()
                 connection = ClientConnection(self, stream, node_id, next(self._connection_ids))
+                self.metrics.connections_accepted.labels(
+                    "bootstrap" if node_id is None else "broker"
+                ).inc()
                 self._handlers.start_soon(connection.run)
 
     async def serve_bootstrap(self, *, task_status: trio.TaskStatus[Address]) -> None:
@@ -145,6 +166,7 @@ class Proxy:
                     self.upstream_bootstrap, self.config.upstream.connect_timeout_ms / 1000
                 )
             except UpstreamUnavailable as error:
+                self.metrics.metadata_refreshes.labels("failed").inc()
                 if not failing:
                     log.warning("cannot fetch upstream metadata (will retry): %s", error)
                 failing = True
@@ -154,9 +176,14 @@ class Proxy:
             if failing:
                 log.info("upstream metadata reachable again")
             failing, backoff_s = False, 0.1
+            self.metrics.metadata_refreshes.labels("ok").inc()
             self.learn_brokers(brokers)
             self.metadata_ready.set()
             await trio.sleep(self.config.upstream.metadata_refresh_ms / 1000)
+
+    def ready(self) -> bool:
+        """Listeners bound and upstream metadata fetched at least once (/readyz)."""
+        return self.bootstrap_port != 0 and self.metadata_ready.is_set()
 
     def upstream_for(self, node_id: int | None) -> list[Address]:
         """Where a connection on ``node_id``'s port (None: bootstrap) should be forwarded."""
@@ -189,19 +216,45 @@ async def serve(
 ) -> None:
     """Run the proxy until ``shutdown`` is cancelled, then drain and return.
 
-    Resource handling: cancelling ``shutdown`` closes every listener at once; connections then
-    get ``connections.shutdown_drain_ms`` to finish what they are doing before they are
-    cancelled too.
+    Resource handling: cancelling ``shutdown`` closes every listener (and the HTTP endpoint) at
+    once; connections then get ``connections.shutdown_drain_ms`` to finish what they are doing
+    before they are cancelled too; the request log then writes what is queued and closes.
     """
-    async with trio.open_nursery() as handlers:
-        with shutdown:
-            async with trio.open_nursery() as accepting:
-                proxy = Proxy(config, upstream_bootstrap, handlers, accepting)
-                address: Address = await accepting.start(proxy.serve_bootstrap)
-                accepting.start_soon(proxy.refresh_metadata_forever)
-                log.info("purgatory-proxy listening on %s", address)
-                task_status.started(proxy)
-        drain_s = config.connections.shutdown_drain_ms / 1000
-        log.info("stopped accepting; draining connections for up to %.1f s", drain_s)
-        handlers.cancel_scope.deadline = trio.current_time() + drain_s
-        proxy.stop_reading()
+    request_log = _request_log(config)
+    async with trio.open_nursery() as observers:
+        if request_log is not None:
+            await observers.start(request_log.run)
+        async with trio.open_nursery() as handlers:
+            with shutdown:
+                async with trio.open_nursery() as accepting:
+                    proxy = Proxy(config, upstream_bootstrap, handlers, accepting, request_log)
+                    address: Address = await accepting.start(proxy.serve_bootstrap)
+                    accepting.start_soon(proxy.refresh_metadata_forever)
+                    if config.metrics.listen:
+                        http = _bind_listener(*parse_host_port(config.metrics.listen))
+                        accepting.start_soon(
+                            serve_http, http, proxy.metrics.registry, proxy.ready, accepting
+                        )
+                        http_host, http_port = http.socket.getsockname()[:2]
+                        log.info("metrics endpoint on http://%s", Address(http_host, http_port))
+                    log.info("purgatory-proxy listening on %s", address)
+                    task_status.started(proxy)
+            drain_s = config.connections.shutdown_drain_ms / 1000
+            log.info("stopped accepting; draining connections for up to %.1f s", drain_s)
+            handlers.cancel_scope.deadline = trio.current_time() + drain_s
+            proxy.stop_reading()
+        if request_log is not None:
+            # A log stuck on a dead disk must not hold the process: same budget as the drain.
+            request_log.close()
+            observers.cancel_scope.deadline = trio.current_time() + drain_s
+
+
+def _request_log(config: Config) -> RequestLog | None:
+    if not config.log.requests:
+        return None
+    return RequestLog(
+        Path(config.log.requests),
+        max_bytes=int(config.log.requests_max_bytes),
+        backups=config.log.requests_backups,
+        queue_lines=config.log.requests_queue_lines,
+    )

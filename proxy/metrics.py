@@ -1,0 +1,318 @@
+# Strategy: one prometheus-client registry per Proxy (not the library's global one, so tests and
+# embedders can run several proxies in one process), holding two kinds of series:
+#
+#   - event series, moved on the request path: per-API requests by outcome, errors by code,
+#     latency histograms (client-observed and upstream), bytes in/out, muted time; connection
+#     and upstream counters. The per-API children are looked up once per (api, outcome) and
+#     cached, so a request costs a few dict hits and counter increments, never a label parse.
+#   - state series, computed at scrape time by a custom collector: the KIP-72 pool sensors
+#     (MemoryPool.statistics()), the request log's queue and drops, and the purgatory's
+#     counters. Reading them when Prometheus asks costs nothing while nobody asks, and the hot
+#     path never updates a gauge.
+#
+# Purgatory hook: the held-requests work (issue 6) attaches each Purgatory it runs with
+# ``attach_purgatory("fetch" | "produce", purgatory)`` and sets ``purgatory_clock_lag_seconds``
+# and ``fanin_watcher_requests_total`` from its clock task and upstream watchers. Until then the
+# purgatory families are simply absent from /metrics (no made-up zeros).
+"""Prometheus metrics of one proxy: per-API request series, connections, pool, purgatory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from proxy.memory import MemoryPool
+
+if TYPE_CHECKING:
+    from proxy.purgatory import Purgatory
+    from proxy.request_log import RequestLog, RequestRecord
+
+__all__ = ["LATENCY_BUCKETS_S", "Metrics"]
+
+PREFIX = "purgatory_proxy"
+
+#: Latency buckets in seconds: sub-millisecond forwarding up to long-poll fetches (Kafka's
+#: fetch.max.wait.ms is 500 ms by default; consumers often use seconds).
+LATENCY_BUCKETS_S = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+class Metrics:
+    """Every series the proxy exports, and the few calls that move them.
+
+    Args:
+        pool: the process's memory pool; its sensors are read at scrape time.
+
+    Task-safety: the event methods are called from trio tasks; prometheus-client's own locks
+    make the scrape (which also runs in trio, see proxy.http) consistent.
+    """
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            f"{PREFIX}_requests",
+            "Client requests finished, by API and outcome.",
+            ["api", "outcome"],
+            registry=r,
+        )
+        self.errors = Counter(
+            f"{PREFIX}_request_errors",
+            "Responses with a non-zero top-level error code, by API and code "
+            "(only APIs whose error code the proxy can read without decoding).",
+            ["api", "error_code"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_request_latency_seconds",
+            "Client-observed latency: request size read to response written.",
+            ["api"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.upstream_latency = Histogram(
+            f"{PREFIX}_upstream_latency_seconds",
+            "Upstream latency: request written to the broker to its response read.",
+            ["api"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.bytes_in = Counter(
+            f"{PREFIX}_request_bytes",
+            "Request bytes read from clients (size prefix included).",
+            ["api"],
+            registry=r,
+        )
+        self.bytes_out = Counter(
+            f"{PREFIX}_response_bytes", "Response bytes written to clients.", ["api"], registry=r
+        )
+        self.muted_seconds = Counter(
+            f"{PREFIX}_request_muted_seconds",
+            "Time requests waited for pool memory before their body was read.",
+            ["api"],
+            registry=r,
+        )
+        self.muted_requests = Counter(
+            f"{PREFIX}_requests_muted",
+            "Requests that had to wait for pool memory.",
+            ["api"],
+            registry=r,
+        )
+        self.connections_accepted = Counter(
+            f"{PREFIX}_connections_accepted",
+            "Client connections accepted, by listener.",
+            ["listener"],
+            registry=r,
+        )
+        self.connections_open = Gauge(
+            f"{PREFIX}_connections_open", "Client connections open now.", registry=r
+        )
+        self.connections_closed = Counter(
+            f"{PREFIX}_connections_closed",
+            "Client connections closed, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.upstream_open = Gauge(
+            f"{PREFIX}_upstream_connections_open",
+            "Connections to upstream brokers open now.",
+            registry=r,
+        )
+        self.upstream_connects = Counter(
+            f"{PREFIX}_upstream_connects",
+            "Upstream connection attempts (one per client connection), by result.",
+            ["result"],
+            registry=r,
+        )
+        self.metadata_refreshes = Counter(
+            f"{PREFIX}_metadata_refreshes",
+            "Upstream metadata fetches by the refresher; a failed streak retries with backoff.",
+            ["result"],
+            registry=r,
+        )
+        self.purgatory_clock_lag = Gauge(
+            f"{PREFIX}_purgatory_clock_lag_seconds",
+            "How late the purgatory's clock task last woke (set by the clock task).",
+            registry=r,
+        )
+        self.fanin_watcher_requests = Counter(
+            f"{PREFIX}_fanin_watcher_requests",
+            "Upstream long-polls sent by the per-broker fetch watchers.",
+            registry=r,
+        )
+        self._state = _StateCollector(pool)
+        r.register(self._state)
+        self._series: dict[tuple[str, str], _ApiSeries] = {}
+
+    # -- attaching state that is read at scrape time -----------------------------------
+
+    def attach_request_log(self, request_log: RequestLog) -> None:
+        self._state.request_log = request_log
+
+    def attach_purgatory(self, operation: str, purgatory: Purgatory) -> None:
+        """Export ``purgatory``'s counters with label ``operation`` ("fetch", "produce")."""
+        self._state.purgatories[operation] = purgatory
+
+    # -- events ------------------------------------------------------------------------
+
+    def observe(self, record: RequestRecord) -> None:
+        """Account one finished request (the hot path: cached children, no label parsing)."""
+        series = self._series.get((record.api, record.outcome))
+        if series is None:
+            series = self._series[(record.api, record.outcome)] = _ApiSeries(self, record)
+        series.requests.inc()
+        series.latency.observe(record.latency_ms / 1000)
+        if record.outcome != "no_response" and record.broker != "local":
+            series.upstream_latency.observe(record.upstream_ms / 1000)
+        series.bytes_in.inc(record.request_bytes)
+        if record.response_bytes:
+            series.bytes_out.inc(record.response_bytes)
+        if record.muted_ms:
+            series.muted_seconds.inc(record.muted_ms / 1000)
+            series.muted_requests.inc()
+        if record.error_code:
+            self.errors.labels(record.api, str(record.error_code)).inc()
+
+
+class _ApiSeries:
+    """The children of one (api, outcome), looked up once."""
+
+    __slots__ = (
+        "bytes_in",
+        "bytes_out",
+        "latency",
+        "muted_requests",
+        "muted_seconds",
+        "requests",
+        "upstream_latency",
+    )
+
+    def __init__(self, metrics: Metrics, record: RequestRecord) -> None:
+        api = record.api
+        self.requests = metrics.requests.labels(api, record.outcome)
+        self.latency = metrics.latency.labels(api)
+        self.upstream_latency = metrics.upstream_latency.labels(api)
+        self.bytes_in = metrics.bytes_in.labels(api)
+        self.bytes_out = metrics.bytes_out.labels(api)
+        self.muted_seconds = metrics.muted_seconds.labels(api)
+        self.muted_requests = metrics.muted_requests.labels(api)
+
+
+class _StateCollector(Collector):
+    """Gauges and counters read from live objects when /metrics is scraped."""
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.pool = pool
+        self.request_log: RequestLog | None = None
+        self.purgatories: dict[str, Purgatory] = {}
+
+    def describe(self) -> list[Metric]:
+        return []  # families vary with what is attached; auto-describe would call collect
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.pool.statistics()
+        yield _gauge(
+            "memory_pool_available_bytes",
+            "KIP-72 MemoryPoolAvailable: bytes that may still be allocated "
+            "(negative when over-allocated).",
+            stats.available_bytes,
+        )
+        yield _gauge(
+            "memory_pool_used_bytes",
+            "KIP-72 MemoryPoolUsed: bytes allocated and not yet released.",
+            stats.used_bytes,
+        )
+        yield _gauge(
+            "memory_pool_limit_bytes", "The pool's limit (-1: disabled).", stats.limit_bytes
+        )
+        yield _gauge(
+            "memory_pool_avg_depleted_percent",
+            "KIP-72 MemoryPoolAvgDepletedPercent: share of the last "
+            f"{stats.depleted_window_s:g} s the pool was depleted, 0-100.",
+            stats.depleted_percent,
+        )
+        yield _counter(
+            "memory_pool_depleted_seconds",
+            "Total time the pool was depleted.",
+            stats.depleted_time_total_s,
+        )
+        yield _gauge(
+            "memory_pool_muted_connections",
+            "Connections waiting for pool memory now.",
+            stats.muted_now,
+        )
+        yield _counter(
+            "memory_pool_mutes", "Times a connection had to wait for memory.", stats.mutes_total
+        )
+        if self.request_log is not None:
+            rlog = self.request_log
+            yield _counter(
+                "request_log_written_lines", "Request log lines written.", rlog.written_lines
+            )
+            yield _counter(
+                "request_log_dropped_lines",
+                "Request log lines dropped: queue full (slow disk) or write failed.",
+                rlog.dropped_lines,
+            )
+            yield _gauge(
+                "request_log_queued_lines",
+                "Request log lines waiting for the writer.",
+                rlog.queued_lines,
+            )
+            yield _counter("request_log_rotations", "Request log rotations.", rlog.rotations)
+        if self.purgatories:
+            yield from self._purgatory_families()
+
+    def _purgatory_families(self) -> Iterator[Metric]:
+        names = {
+            "pending": ("purgatory_pending", "Operations held now.", GaugeMetricFamily),
+            "watched": ("purgatory_watched", "Watcher-list entries now.", GaugeMetricFamily),
+            "completed": (
+                "purgatory_completions",
+                "Operations completed by their condition.",
+                CounterMetricFamily,
+            ),
+            "expired": (
+                "purgatory_expirations",
+                "Operations completed by their deadline.",
+                CounterMetricFamily,
+            ),
+            "purges": ("purgatory_purges", "Purges of watcher lists.", CounterMetricFamily),
+        }
+        for field, (name, doc, family_type) in names.items():
+            family = family_type(f"{PREFIX}_{name}", doc, labels=["operation"])
+            for operation, purgatory in sorted(self.purgatories.items()):
+                family.add_metric([operation], getattr(purgatory.statistics(), field))
+            yield family
+        fetch = self.purgatories.get("fetch")
+        if fetch is not None:
+            yield _gauge(
+                "fanin_held_fetches", "Client fetches held in the proxy now.", fetch.pending
+            )
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", doc, value=value)
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(f"{PREFIX}_{name}", doc, value=value)
