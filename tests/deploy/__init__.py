@@ -1,0 +1,1 @@
+"""Deployment artefacts: Dockerfile, docker-compose.yml, the Helm chart and examples/."""
