@@ -87,7 +87,7 @@ def _check_container(container: dict[str, Any]) -> None:
     for port in container.get("ports", []):
         assert PORT_NAME.match(port["name"]) and len(port["name"]) <= 15, port
         assert isinstance(port["containerPort"], int) and 1 <= port["containerPort"] <= 65535
-        assert port["protocol"] == "TCP"
+        assert port.get("protocol", "TCP") == "TCP"
         names.add(port["name"])
         numbers.add(port["containerPort"])
     assert len(names) == len(container.get("ports", [])) == len(numbers), "duplicate ports"
@@ -244,3 +244,26 @@ def test_broker_ports_from_values(tmp_path: Path) -> None:
 def test_bad_values_fail_to_render(values: dict[str, Any], message: str) -> None:
     with pytest.raises(helm.HelmRenderError, match=message):
         _render(values)
+
+
+def test_documented_sidecar_snippet(tmp_path: Path) -> None:
+    """The pod-spec snippet in the chart's README: its config loads, its ports line up."""
+    readme = (CHART / "README.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
+    pod, configmap = yaml.safe_load_all(block)
+    path = tmp_path / "config.toml"
+    path.write_text(configmap["data"]["config.toml"])
+    config = load_config(path)
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    proxy = containers["purgatory-proxy"]
+    _check_container(proxy)
+    app_env = {e["name"]: e["value"] for e in containers["app"]["env"]}
+    assert app_env["KAFKA_BOOTSTRAP"] == config.proxy.listen
+    assert config.proxy.advertised_host == "127.0.0.1"
+    (metrics,) = proxy["ports"]
+    assert metrics["containerPort"] == parse_host_port(config.metrics.listen)[1]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    config_volume = next(
+        m["name"] for m in proxy["volumeMounts"] if m["mountPath"] == "/etc/purgatory-proxy"
+    )
+    assert volumes[config_volume]["configMap"]["name"] == configmap["metadata"]["name"]
