@@ -128,6 +128,22 @@ def test_services_build_existing_dockerfile_stages(services: dict[str, Any]) -> 
     assert services["example-client"]["depends_on"]["proxy"]["condition"] == "service_healthy"
 
 
+def test_image_healthcheck_reaches_the_mounted_configs_metrics_port(
+    services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client waits for "healthy": the image probes HEALTHCHECK_URL, so the compose
+    # config must serve /healthz where that URL points.
+    runtime = read_stages(ROOT / "Dockerfile")[1][-1]
+    url = next(
+        word.partition("=")[2]
+        for env in runtime.all("ENV")
+        for word in env.split()
+        if word.startswith("HEALTHCHECK_URL=")
+    )
+    config = _proxy_config(services["proxy"], monkeypatch)
+    assert url.endswith(f":{parse_host_port(config.metrics.listen)[1]}/healthz")
+
+
 def test_example_client_bootstraps_from_the_proxy(
     services: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
