@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -157,6 +158,8 @@ class RequestLog:
             self._file.write(text)
             self._file.flush()
         except OSError as error:
+            # Drop what the file object still buffers (its flush failed), reopen next time.
+            self._close_file()
             if not self._failing:
                 log.warning(
                     "cannot write the request log %s (dropping lines): %s", self.path, error
@@ -195,5 +198,6 @@ class RequestLog:
 
     def _close_file(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with contextlib.suppress(OSError):  # a failed final flush: those lines are lost
+                file.close()

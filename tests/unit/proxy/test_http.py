@@ -1,0 +1,100 @@
+"""The operators' HTTP endpoint over a real loopback socket, read with h11 as a client would."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import h11
+import pytest
+import trio
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.parser import text_string_to_metric_families
+
+from proxy.http import serve_http
+
+
+class _Endpoint:
+    def __init__(self, port: int, registry: CollectorRegistry) -> None:
+        self.port = port
+        self.registry = registry
+        self.ready = False
+
+
+@pytest.fixture
+async def endpoint(nursery: trio.Nursery) -> AsyncIterator[_Endpoint]:
+    registry = CollectorRegistry()
+    (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    state = _Endpoint(listener.socket.getsockname()[1], registry)
+    nursery.start_soon(serve_http, listener, registry, lambda: state.ready, nursery)
+    yield state
+
+
+async def _exchange(
+    port: int, requests: list[h11.Request], raw: bytes = b""
+) -> list[tuple[int, dict[bytes, bytes], bytes]]:
+    """Send ``requests`` (or ``raw`` bytes) on one connection; return every response."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    conn = h11.Connection(h11.CLIENT)
+    answers = []
+    async with stream:
+        if raw:
+            await stream.send_all(raw)
+        for request in requests or [None]:
+            if request is not None:
+                await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
+            status, headers, body = 0, {}, b""
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    conn.receive_data(await stream.receive_some(65536))
+                elif isinstance(event, h11.Response):
+                    status, headers = event.status_code, dict(event.headers)
+                elif isinstance(event, h11.Data):
+                    body += event.data
+                elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                    break
+            answers.append((status, headers, body))
+            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                conn.start_next_cycle()
+    return answers
+
+
+def _get(target: str, method: str = "GET") -> h11.Request:
+    return h11.Request(method=method, target=target, headers=[("Host", "proxy")])
+
+
+async def test_healthz_and_readyz_follow_readiness(endpoint: _Endpoint) -> None:
+    [(status, _, body)] = await _exchange(endpoint.port, [_get("/healthz")])
+    assert (status, body) == (200, b"ok\n")
+    [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
+    assert status == 503 and body.startswith(b"not ready")
+    endpoint.ready = True
+    [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
+    assert (status, body) == (200, b"ready\n")
+
+
+async def test_metrics_is_the_registry_in_prometheus_text(endpoint: _Endpoint) -> None:
+    hits = Counter("hits", "Hits.", registry=endpoint.registry)
+    hits.inc(3)
+    # Keep-alive: two scrapes on one connection, then a third after the counter moved.
+    answers = await _exchange(endpoint.port, [_get("/metrics"), _get("/metrics?x=1")])
+    hits.inc()
+    answers += await _exchange(endpoint.port, [_get("/metrics")])
+    values = []
+    for status, headers, body in answers:
+        assert status == 200
+        assert headers[b"content-type"].startswith(b"text/plain")
+        samples = [s for f in text_string_to_metric_families(body.decode()) for s in f.samples]
+        values.append(next(s.value for s in samples if s.name == "hits_total"))
+    assert values == [3.0, 3.0, 4.0]
+
+
+async def test_head_unknown_paths_methods_and_garbage(endpoint: _Endpoint) -> None:
+    [(status, headers, body)] = await _exchange(endpoint.port, [_get("/healthz", "HEAD")])
+    assert (status, headers[b"content-length"], body) == (200, b"3", b"")
+    [(status, _, _)] = await _exchange(endpoint.port, [_get("/nope")])
+    assert status == 404
+    [(status, _, _)] = await _exchange(endpoint.port, [_get("/metrics", "POST")])
+    assert status == 405
+    [(status, _, _)] = await _exchange(endpoint.port, [], raw=b"NOT HTTP AT ALL\r\n\r\n")
+    assert status == 400
