@@ -42,9 +42,10 @@ FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="purgatory-proxy" \
       org.opencontainers.image.description="Kafka-compatible sidecar proxy with its own purgatory and one KIP-72 bytes limit"
 # A fixed numeric uid/gid so Kubernetes' runAsNonRoot can verify it without a passwd lookup.
-RUN groupadd --system --gid 10001 proxy \
- && useradd --system --uid 10001 --gid proxy --no-create-home --home-dir /nonexistent \
-      --shell /usr/sbin/nologin proxy
+# Not named "proxy": Debian's base-passwd already has a user and group of that name (uid 13).
+RUN groupadd --system --gid 10001 purgatory \
+ && useradd --system --uid 10001 --gid purgatory --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin purgatory
 COPY --from=build /opt/purgatory-proxy /opt/purgatory-proxy
 COPY deploy/docker/config.toml /etc/purgatory-proxy/config.toml
 ENV PATH=/opt/purgatory-proxy/bin:$PATH \

@@ -36,6 +36,9 @@ _RECORD = re.compile(
 def proxy() -> Iterator[ProxyProcess]:
     with running_proxy(None) as running:
         yield running
+        # SIGTERM, not the context's SIGKILL: a clean exit also stops the embedded broker,
+        # which a killed proxy would leave running.
+        running.stop()
 
 
 def _run(command: list[str], env: dict[str, str] | None = None) -> str:

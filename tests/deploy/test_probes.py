@@ -29,6 +29,8 @@ def metrics_url() -> Iterator[str]:
     with running_proxy(None, "--metrics", "127.0.0.1:0") as proxy:
         found = proxy.wait_for_log(r"metrics endpoint on (http://\S+)")
         yield found[1]
+        # SIGTERM, not the context's SIGKILL: a clean exit also stops the embedded broker.
+        proxy.stop()
 
 
 def test_dockerfile_healthcheck_passes_against_the_proxy(metrics_url: str) -> None:
