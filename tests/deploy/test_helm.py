@@ -5,7 +5,8 @@ helm-python-sdk embeds Helm's Go SDK as a shared library, so `helm lint --strict
 checked against the Kubernetes object shapes the chart uses (Deployment, Service, ConfigMap,
 ServiceMonitor): what the API server would reject (bad names, dangling port names, selectors
 that select nothing) and what this chart promises (probes, securityContext, per-broker
-ports). The ConfigMap's TOML is loaded with the proxy's own loader.
+ports), after the core objects passed Kubernetes' own OpenAPI schemas (kubernetes-validate,
+strict: unknown fields fail too). The ConfigMap's TOML is loaded with the proxy's own loader.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import helm_python as helm
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -24,6 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "purgatory-proxy"
 VALUE_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
 CASES = [("defaults", None), *((p.stem, p) for p in VALUE_FILES)]
+
+#: The Kubernetes API version the core objects are validated against (kubernetes-validate's
+#: bundled OpenAPI schemas); the ServiceMonitor is a CRD with no schema there.
+KUBE_VERSION = "1.30.0"
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -173,6 +179,10 @@ def _check_services(
 def test_rendered_objects_have_valid_shapes(case: str, path: Path | None, tmp_path: Path) -> None:
     values = _values(path)
     objects = _render(values)
+    for obj in objects:
+        if obj["kind"] != "ServiceMonitor":
+            # Raises ValidationError naming the field: unknown keys too (strict).
+            kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
     config = _config(objects, tmp_path)
     deployments = _kind(objects, "Deployment")
     assert len(deployments) == 1
@@ -251,6 +261,9 @@ def test_documented_sidecar_snippet(tmp_path: Path) -> None:
     readme = (CHART / "README.md").read_text()
     (block,) = re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL)
     pod, configmap = yaml.safe_load_all(block)
+    as_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app"}, **pod}
+    kubernetes_validate.validate(as_pod, KUBE_VERSION, strict=True)
+    kubernetes_validate.validate(configmap, KUBE_VERSION, strict=True)
     path = tmp_path / "config.toml"
     path.write_text(configmap["data"]["config.toml"])
     config = load_config(path)
