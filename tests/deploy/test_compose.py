@@ -1,9 +1,10 @@
 """docker-compose.yml: Apache Kafka (KRaft) + the proxy + a one-shot client, checked as YAML.
 
-No Docker engine here, so the file is checked for what `docker compose up` would need: the
-services and their wiring, the KRaft settings a single apache/kafka node needs, the mounted
-proxy config loaded with the proxy's own loader plus the service's environment and command
-line (parsed by the proxy's own CLI parser), and a client bootstrap that matches the proxy.
+No Docker engine here, so the file is parsed against the Compose Specification (the PyPI
+package compose-spec) and checked for what `docker compose up` would need: the services and
+their wiring, the KRaft settings a single apache/kafka node needs, the mounted proxy config
+loaded with the proxy's own loader plus the service's environment and command line (parsed by
+the proxy's own CLI parser), and a client bootstrap that matches the proxy.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from compose_spec import PyCompose
 
 from proxy import cli
 from proxy.config import Config, ConfigError, load_config, parse_host_port
@@ -51,6 +53,14 @@ def _proxy_config(proxy: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Con
     for name, value in proxy.get("environment", {}).items():
         monkeypatch.setenv(name, str(value))
     return load_config(path, cli._overrides(args))
+
+
+def test_file_follows_the_compose_specification() -> None:
+    # compose-spec binds the Rust compose_spec parser: unknown keys (a misspelt
+    # "environment"), bad depends_on conditions and malformed ports are errors, as in
+    # `docker compose config`.
+    spec = PyCompose.from_yaml((ROOT / "docker-compose.yml").read_text()).to_spec()
+    assert set(spec.services) == {"kafka", "proxy", "example-client"}
 
 
 def test_kafka_is_a_single_kraft_node(services: dict[str, Any]) -> None:
