@@ -1,10 +1,10 @@
-"""Every script in examples/ runs against the embedded broker through the real proxy.
+"""Every script in examples/ runs through the real proxy.
 
-One proxy process (with its embedded Tansu broker) serves all examples; each example is run
-as a user would run it, with --bootstrap pointing at the proxy, and must exit 0 having printed
-one "produced" and one "consumed" line per record, with the consumed records exactly the
-produced ones. Session timeouts are short (2 s) because Tansu holds JoinGroup for about half
-of it (DESIGN "Known quirks").
+One proxy process (with its embedded Tansu broker, or in front of $KAFKA_BOOTSTRAP) serves all
+examples; each example is run as a user would run it, with --bootstrap pointing at the proxy,
+and must exit 0 having printed one "produced" and one "consumed" line per record, with the
+consumed records exactly the produced ones. Session timeouts are short (2 s) on Tansu, which
+holds JoinGroup for about half of it (DESIGN "Known quirks").
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from tests.support.proxy_process import ProxyProcess, running_proxy
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 COUNT = 5
-SESSION_TIMEOUT_MS = 2000
+#: As the other broker-backed tests: another cluster when $KAFKA_BOOTSTRAP is set.
+UPSTREAM = os.environ.get("KAFKA_BOOTSTRAP")
+#: Apache Kafka refuses session timeouts under group.min.session.timeout.ms (6000).
+SESSION_TIMEOUT_MS = 2000 if UPSTREAM is None else 6000
 
 _RECORD = re.compile(
     r"^(?P<kind>produced|consumed|read) partition=(?P<partition>\d+) offset=(?P<offset>\d+)"
@@ -34,7 +37,7 @@ _RECORD = re.compile(
 
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[ProxyProcess]:
-    with running_proxy(None) as running:
+    with running_proxy(UPSTREAM) as running:
         yield running
         # SIGTERM, not the context's SIGKILL: a clean exit also stops the embedded broker,
         # which a killed proxy would leave running.
