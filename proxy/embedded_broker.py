@@ -9,10 +9,13 @@ tests/support/processes.py (subprocess) for tests.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
+import signal
 import socket
 import subprocess
+import sys
 
 import trio
 
@@ -63,7 +66,12 @@ async def run_embedded_broker(
     async with trio.open_nursery() as nursery:
         process = await nursery.start(
             functools.partial(
-                trio.run_process, command, check=False, env=env, stdout=subprocess.DEVNULL
+                trio.run_process,
+                command,
+                check=False,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
             )
         )
         address = Address("127.0.0.1", port)
@@ -79,6 +87,20 @@ async def run_embedded_broker(
                 await stream.aclose()
                 break
         task_status.started(address)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGKILL it when the proxy dies.
+
+    Why: cancellation stops the broker on every orderly exit, but a proxy that is itself
+    SIGKILLed runs no cleanup; without this its broker would live on as an orphan.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _free_loopback_port() -> int:

@@ -89,8 +89,14 @@ def running_proxy(
             time.sleep(0.05)
         yield ProxyProcess(found["host"], int(found["port"]), proc.pid, log_path, proc)
     finally:
+        # SIGTERM first, so the proxy stops what it owns (the embedded broker) itself;
+        # SIGKILL only if it does not exit in time.
         if proc.poll() is None:
-            proc.kill()
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         proc.wait(timeout=10)
         log.close()
         if os.environ.get("KEEP_PROXY_LOGS"):
