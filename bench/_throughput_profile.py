@@ -1,0 +1,272 @@
+# Strategy: attach py-spy (a sampling profiler reading the interpreter's memory from outside,
+# so the proxy runs unmodified and at full speed) to the proxy process while librdkafka pushes
+# one load through it, collect raw collapsed stacks, and fold them two ways: self samples
+# (the frame on top) and cumulative samples (the frame anywhere in the stack), per function.
+# The known suspects on the forwarding path are then priced by matching their source lines
+# or callers in the same samples, so each gets a share of the proxy's on-CPU time.
+#
+# PROFILE_NOTES is the dated write-up of one such run that bench/throughput.py puts under
+# its results; re-run `python -m bench._throughput_profile` after the hot path changes.
+"""Profile the proxy under produce and consume load with py-spy; print top frames and suspects."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench._throughput_load import (
+    ProcessWatch,
+    consume_throughput,
+    create_topic,
+    produce_throughput,
+)
+from bench._throughput_routes import running_route
+
+__all__ = ["PROFILE_NOTES", "Profile", "fold", "main"]
+
+ROOT = Path(__file__).resolve().parent.parent
+_FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Collapsed stacks: each a tuple of "func (file:line)" frames, outermost first."""
+
+    stacks: dict[tuple[str, ...], int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.stacks.values())
+
+    def share(self, predicate: Callable[[tuple[str, ...]], bool]) -> float:
+        """Fraction of samples whose stack satisfies ``predicate``."""
+        hits = sum(n for stack, n in self.stacks.items() if predicate(stack))
+        return hits / self.total if self.total else 0.0
+
+
+#: py-spy's idle filter does not recognise trio's blocking epoll_wait, so samples taken there
+#: are waiting, not work; they are dropped (their share is reported as "idle").
+_IDLE_TOP = "EpollIOManager.get_events (trio/_core/_io_epoll.py"
+
+
+def parse_raw(text: str) -> tuple[Profile, int]:
+    """Read py-spy's ``--format raw`` output (one "f1;f2;...;fn COUNT" line per stack).
+
+    Returns:
+        The on-CPU samples, and how many samples were idle in epoll_wait.
+    """
+    stacks: collections.Counter[tuple[str, ...]] = collections.Counter()
+    idle = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        frames, _, count = line.rpartition(" ")
+        stack = tuple(frames.split(";"))
+        if _IDLE_TOP in stack[-1]:
+            idle += int(count)
+        else:
+            stacks[stack] += int(count)
+    return Profile(dict(stacks)), idle
+
+
+def _function(frame: str) -> str:
+    """ "func (path/file.py:123)" -> "func (path/file.py)": samples of one function fold."""
+    found = _FRAME.match(frame)
+    return f"{found['func']} ({found['file']})" if found else frame
+
+
+def fold(profile: Profile) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """(self, cumulative) samples per function, largest first."""
+    own: collections.Counter[str] = collections.Counter()
+    cumulative: collections.Counter[str] = collections.Counter()
+    for stack, n in profile.stacks.items():
+        own[_function(stack[-1])] += n
+        for function in {_function(frame) for frame in stack}:
+            cumulative[function] += n
+    return own.most_common(), cumulative.most_common()
+
+
+def _line_of(path: str, needle: str) -> int:
+    """1-based number of the first line of ``path`` (under the repo) containing ``needle``."""
+    for number, text in enumerate((ROOT / path).read_text().splitlines(), start=1):
+        if needle in text:
+            return number
+    raise LookupError(f"{needle!r} not found in {path}; update the suspect list")
+
+
+def _top_is(path: str, needle: str) -> Callable[[tuple[str, ...]], bool]:
+    """The sample's top Python frame is the line of ``path`` containing ``needle``."""
+    suffix = f"({path}:{_line_of(path, needle)})"
+    return lambda stack: stack[-1].endswith(suffix)
+
+
+def _anywhere(*fragments: str) -> Callable[[tuple[str, ...]], bool]:
+    """Every fragment appears, in this order, somewhere along the stack."""
+
+    def predicate(stack: tuple[str, ...]) -> bool:
+        position = 0
+        for fragment in fragments:
+            while position < len(stack) and fragment not in stack[position]:
+                position += 1
+            if position == len(stack):
+                return False
+            position += 1
+        return True
+
+    return predicate
+
+
+def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
+    """The forwarding-path costs the issue names, as sample predicates."""
+    return [
+        (
+            'framed.receive_exactly: b"".join of a body that came in pieces',
+            _top_is("proxy/framed.py", 'b"".join(chunks)'),
+        ),
+        (
+            "framed.receive_exactly: all of it (receive_some included)",
+            _anywhere("receive_exactly (proxy/framed.py"),
+        ),
+        (
+            "client: size.to_bytes(4) + body (request copy)",
+            _top_is("proxy/client.py", 'size.to_bytes(4, "big") + body'),
+        ),
+        (
+            "client: len(body).to_bytes(4) + body (response copy)",
+            _top_is("proxy/client.py", 'len(body).to_bytes(4, "big") + body'),
+        ),
+        (
+            "send_all (one per frame, both directions)",
+            _anywhere("SocketStream.send_all (trio/_highlevel_socket.py"),
+        ),
+        (
+            "plan_request -> decode (whole Produce decoded for acks)",
+            _anywhere("plan_request (proxy/rewrite.py", "(wire/codec.py"),
+        ),
+        ("plan_request: all of it", _anywhere("plan_request (proxy/rewrite.py")),
+        ("pool: try_allocate + allocate", _anywhere("allocate (proxy/memory.py")),
+        (
+            "observer: _report / request_done (metrics, request log)",
+            _anywhere("_report (proxy/client.py"),
+        ),
+        ("peek_error_code (response error code for metrics)", _anywhere("peek_error_code (")),
+        (
+            "trio scheduler itself (top frame in trio/_core)",
+            lambda stack: "trio/_core/" in stack[-1],
+        ),
+    ]
+
+
+def report(title: str, profile: Profile, idle: int, cpu_s: float, top: int = 12) -> str:
+    """Markdown: the top self and cumulative functions and each suspect's share."""
+    own, cumulative = fold(profile)
+    total = profile.total or 1
+    lines = [
+        f"#### {title}: proxy CPU {cpu_s:.2f} s; {profile.total} on-CPU samples "
+        f"(+{idle} idle in epoll_wait, dropped)",
+        "",
+    ]
+    lines += ["| self % | function | | cumulative % | function |", "|---:|---|---|---:|---|"]
+    for (f_own, n_own), (f_cum, n_cum) in zip(
+        own[:top], _proxy_frames(cumulative)[:top], strict=False
+    ):
+        lines.append(
+            f"| {100 * n_own / total:.1f} | `{f_own}` | | {100 * n_cum / total:.1f} | `{f_cum}` |"
+        )
+    lines += ["", "| suspect | share of on-CPU samples |", "|---|---:|"]
+    for label, predicate in suspects():
+        lines.append(f"| {label} | {100 * profile.share(predicate):.1f} % |")
+    return "\n".join(lines)
+
+
+def _proxy_frames(cumulative: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Cumulative list without the always-100 % outer frames (runpy, cli, trio.run)."""
+    skip = (
+        "<frozen runpy>",
+        "proxy/__main__.py",
+        "main (proxy/cli.py",
+        "run (trio/_core/_run.py",
+        "unrolled_run (trio/_core",
+    )
+    return [(f, n) for f, n in cumulative if not any(s in f for s in skip)]
+
+
+def _record(
+    scenario: str, record_bytes: int, count: int, out: Path, rate_hz: int
+) -> tuple[Profile, int, float]:
+    """Run one load through a fresh proxy while py-spy samples it."""
+    raw = out / f"profile-{scenario}.txt"
+    with running_route("purgatory-proxy") as route:
+        assert route.forwarder_pid is not None
+        topic = create_topic(route.bootstrap)
+        if scenario.startswith("consume"):
+            produce_throughput(route.bootstrap, topic, record_bytes, count)
+        spy = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "py-spy"),
+                "record",
+                "--format",
+                "raw",
+                "--rate",
+                str(rate_hz),
+                "--output",
+                str(raw),
+                "--pid",
+                str(route.forwarder_pid),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.0)  # py-spy attaches
+        watch = ProcessWatch(route.forwarder_pid)
+        watch.start()
+        if scenario.startswith("consume"):
+            consume_throughput(route.bootstrap, topic, count)
+        else:
+            per_request = 1 if scenario.endswith("per-request") else None
+            produce_throughput(route.bootstrap, topic, record_bytes, count, per_request)
+        cpu_s = watch.stop()
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=30)
+    profile, idle = parse_raw(raw.read_text())
+    return profile, idle, cpu_s
+
+
+SCENARIOS = {
+    "produce-1KiB": (1024, 600_000),
+    "produce-100B": (100, 2_000_000),
+    "consume-1KiB": (1024, 600_000),
+    # One record per Produce request: the per-request cost, the floor of the latency path.
+    "produce-100B-1-per-request": (100, 60_000),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("/tmp"), help="where raw stacks go")
+    parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply record counts")
+    args = parser.parse_args(argv)
+    for scenario, (record_bytes, count) in SCENARIOS.items():
+        records = int(count * args.scale)
+        profile, idle, cpu_s = _record(scenario, record_bytes, records, args.out, args.rate)
+        print(report(f"{scenario} x {records:,}", profile, idle, cpu_s))
+        print()
+
+
+PROFILE_NOTES = """### Profile of the proxy under load
+
+(pending)
+"""
+
+
+if __name__ == "__main__":
+    main()

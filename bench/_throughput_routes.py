@@ -1,0 +1,79 @@
+# Strategy: a "route" is how a client reaches the broker: straight to it (direct), through our
+# proxy, or through `tansu proxy` (the peer). Every route is started fresh around a fresh
+# broker (Tansu's memory storage keeps every record in RAM, so a long run would otherwise
+# measure a growing heap), and each exposes the PID that does the forwarding so the benchmark
+# can read its CPU time and RSS with psutil. Processes are always stopped by PID.
+"""Start the broker plus one forwarding route for bench/throughput.py and stop them after."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from proxy.embedded_broker import tansu_binary
+from tests.support.processes import free_port, running_tansu, wait_for_port
+from tests.support.proxy_process import running_proxy
+
+__all__ = ["ROUTES", "Route", "running_route"]
+
+#: Display order; a run alternates A B C A B C so slow drift of the machine cancels.
+ROUTES = ("direct", "purgatory-proxy", "tansu-proxy")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a client connects, and which process forwards (None for direct)."""
+
+    name: str
+    bootstrap: str
+    broker_pid: int
+    forwarder_pid: int | None
+
+
+@contextlib.contextmanager
+def _running_tansu_proxy(origin: str) -> Iterator[tuple[int, int]]:
+    """``tansu proxy`` on a free port in front of ``origin``; yields its port and PID."""
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    command = [
+        tansu_binary(),
+        "proxy",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--origin-url",
+        f"tcp://{origin}",
+    ]
+    log = tempfile.NamedTemporaryFile(prefix="tansu-proxy-", suffix=".log", delete=False)  # noqa: SIM115
+    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for_port("127.0.0.1", port, 30.0, proc)
+        yield port, proc.pid
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+        log.close()
+        os.unlink(log.name)
+
+
+@contextlib.contextmanager
+def running_route(name: str) -> Iterator[Route]:
+    """A fresh broker and, unless ``name`` is "direct", the forwarder in front of it."""
+    with running_tansu() as broker:
+        assert broker.pid is not None
+        if name == "direct":
+            yield Route(name, broker.bootstrap, broker.pid, None)
+        elif name == "purgatory-proxy":
+            with running_proxy(broker.bootstrap) as proxy:
+                yield Route(name, proxy.bootstrap, broker.pid, proxy.pid)
+        elif name == "tansu-proxy":
+            with _running_tansu_proxy(broker.bootstrap) as (port, pid):
+                yield Route(name, f"127.0.0.1:{port}", broker.pid, pid)
+        else:
+            raise ValueError(f"unknown route {name!r}; expected one of {ROUTES}")

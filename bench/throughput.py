@@ -1,0 +1,512 @@
+# Strategy: one run measures three routes to the same embedded Tansu broker side by side --
+# direct, through purgatory-proxy, and through `tansu proxy` (the peer) -- interleaved
+# A B C A B C, so slow drift of this shared 2-core machine lands on every route alike.
+# Every cell (round x route x record size, and round x route x offered rate) gets a fresh
+# broker and a fresh forwarder: Tansu's memory storage keeps every record in RAM, and a
+# forwarder must not carry the previous cell's heap into the next.
+#
+# Phase 1, throughput: librdkafka produces N records (acks=all, linger 5 ms) as fast as it
+# can, then a consumer reads the topic from offset 0. The forwarder's CPU seconds and peak
+# RSS are read with psutil while each half runs.
+# Phase 2, latency: open loop at 10 / 50 / 80 % of the direct produce rate measured in
+# phase 1 (1 KiB records), acknowledgement and produce->consume latency into HDR histograms,
+# merged over rounds.
+#
+# The client, the broker and the forwarder share the machine's 2 cores, so every forwarder
+# CPU cycle is taken from the client or the broker: absolute numbers are low and noisy,
+# ratios measured in one run are what to compare.
+"""Forwarding throughput and latency: direct vs purgatory-proxy vs tansu proxy.
+
+Run ``python -m bench.throughput`` (about 8 minutes; ``--quick`` about 2 minutes, ``--json
+FILE`` for the rows). Results go to docs/benchmarks.md and docs/img/throughput.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hdrh.histogram import HdrHistogram
+
+from bench._report import machine_line, write_section
+from bench._throughput_load import (
+    ProcessWatch,
+    consume_throughput,
+    create_topic,
+    open_loop_latency,
+    produce_throughput,
+)
+from bench._throughput_routes import ROUTES, running_route
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "docs" / "img" / "throughput.png"
+GIB = 1 << 30
+MB = 1_000_000
+#: Kroxylicious' sizing guide: about 25 millicores per MB/s forwarded = 0.025 CPU s per MB.
+KROXYLICIOUS_CPU_S_PER_GIB = 0.025 * GIB / MB
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one run measures."""
+
+    #: (record bytes, records) for the throughput phase.
+    sizes: tuple[tuple[int, int], ...]
+    rounds: int
+    #: Offered loads as fractions of the direct 1 KiB produce rate.
+    load_fractions: tuple[float, ...]
+    latency_duration_s: float
+    latency_warmup_s: float
+    #: (record bytes, records) produced one record per Produce request: the per-request path.
+    per_request: tuple[int, int] | None
+    #: Used when the run measures no 1 KiB direct produce rate to take fractions of.
+    fallback_rate: float = 1000.0
+    routes: tuple[str, ...] = ROUTES
+
+
+FULL = Config(
+    sizes=((100, 500_000), (1024, 200_000), (65536, 4_000)),
+    per_request=(100, 40_000),
+    rounds=2,
+    load_fractions=(0.1, 0.5, 0.8),
+    latency_duration_s=6.0,
+    latency_warmup_s=1.0,
+)
+QUICK = Config(
+    sizes=((100, 50_000), (1024, 20_000), (65536, 400)),
+    per_request=(100, 5_000),
+    rounds=2,
+    load_fractions=(0.1, 0.5, 0.8),
+    latency_duration_s=2.0,
+    latency_warmup_s=0.5,
+)
+
+
+@dataclass
+class Results:
+    """Every row measured, plus the latency histograms merged per (route, load fraction)."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    ack: dict[tuple[str, float], HdrHistogram] = field(default_factory=dict)
+    end_to_end: dict[tuple[str, float], HdrHistogram] = field(default_factory=dict)
+
+
+def _watched(pid: int | None, action: Callable[[], float]) -> tuple[float, float, float]:
+    """Run ``action``; return its seconds, the CPU seconds and peak RSS (MB) of ``pid``."""
+    if pid is None:
+        return action(), 0.0, 0.0
+    watch = ProcessWatch(pid)
+    watch.start()
+    try:
+        elapsed_s = action()
+    finally:
+        cpu_s = watch.stop()
+    return elapsed_s, cpu_s, watch.peak_rss_bytes / MB
+
+
+def _throughput_cell(
+    route_name: str, round_no: int, record_bytes: int, count: int, per_request: bool = False
+) -> list[dict[str, Any]]:
+    """Produce then consume ``count`` records on a fresh route (produce only if per_request)."""
+    rows = []
+    with running_route(route_name) as route:
+        topic = create_topic(route.bootstrap)
+        actions: list[tuple[str, Callable[[], float]]] = [
+            ("produce", lambda: produce_throughput(route.bootstrap, topic, record_bytes, count)),
+            ("consume", lambda: consume_throughput(route.bootstrap, topic, count)),
+        ]
+        if per_request:
+            actions = [
+                (
+                    "produce-per-request",
+                    lambda: produce_throughput(route.bootstrap, topic, record_bytes, count, 1),
+                )
+            ]
+        for kind, action in actions:
+            elapsed_s, cpu_s, rss_mb = _watched(route.forwarder_pid, action)
+            payload = record_bytes * count
+            rows.append(
+                {
+                    "phase": kind,
+                    "route": route_name,
+                    "round": round_no,
+                    "record_bytes": record_bytes,
+                    "records": count,
+                    "seconds": elapsed_s,
+                    "records_per_s": count / elapsed_s,
+                    "mb_per_s": payload / elapsed_s / MB,
+                    "forwarder_cpu_s": cpu_s,
+                    "forwarder_cpu_s_per_gib": cpu_s / (payload / GIB)
+                    if route.forwarder_pid
+                    else None,
+                    "forwarder_cpu_us_per_record": 1e6 * cpu_s / count
+                    if route.forwarder_pid
+                    else None,
+                    "forwarder_peak_rss_mb": rss_mb if route.forwarder_pid else None,
+                }
+            )
+    return rows
+
+
+def _latency_cell(
+    config: Config, route_name: str, round_no: int, fraction: float, rate: float, results: Results
+) -> None:
+    with running_route(route_name) as route:
+        topic = create_topic(route.bootstrap)
+        measured = open_loop_latency(
+            route.bootstrap, topic, rate, config.latency_duration_s, config.latency_warmup_s
+        )
+    key = (route_name, fraction)
+    for merged, histogram in (
+        (results.ack, measured.ack),
+        (results.end_to_end, measured.end_to_end),
+    ):
+        if key not in merged:
+            merged[key] = HdrHistogram(1, 60_000_000, 3)
+        merged[key].add(histogram)
+    results.rows.append(
+        {
+            "phase": "latency",
+            "route": route_name,
+            "round": round_no,
+            "load_fraction": fraction,
+            "target_rate": rate,
+            "achieved_rate": measured.achieved_rate,
+            "acked": measured.acked,
+            "ack_p50_ms": _ms(measured.ack, 50),
+            "ack_p99_ms": _ms(measured.ack, 99),
+            "ack_p999_ms": _ms(measured.ack, 99.9),
+            "e2e_p50_ms": _ms(measured.end_to_end, 50),
+            "e2e_p99_ms": _ms(measured.end_to_end, 99),
+        }
+    )
+
+
+def _ms(histogram: HdrHistogram, percentile: float) -> float | None:
+    if histogram.get_total_count() == 0:
+        return None
+    return float(histogram.get_value_at_percentile(percentile)) / 1000
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(config: Config, log: Callable[[str], None] = _log) -> Results:
+    """Measure every cell of ``config``, routes interleaved within each round."""
+    results = Results()
+    cells = [(b, n, False) for b, n in config.sizes]
+    if config.per_request is not None:
+        cells.append((*config.per_request, True))
+    for round_no in range(1, config.rounds + 1):
+        for record_bytes, count, per_request in cells:
+            for route_name in config.routes:
+                rows = _throughput_cell(route_name, round_no, record_bytes, count, per_request)
+                results.rows.extend(rows)
+                log(
+                    f"round {round_no} {route_name:>15} {record_bytes:>6} B: "
+                    + ", ".join(
+                        f"{r['phase']} {r['mb_per_s']:.1f} MB/s {r['records_per_s']:.0f} rec/s"
+                        for r in rows
+                    )
+                )
+    direct_rates = [
+        r["records_per_s"]
+        for r in results.rows
+        if r["phase"] == "produce" and r["route"] == "direct" and r["record_bytes"] == 1024
+    ]
+    max_rate = statistics.mean(direct_rates) if direct_rates else config.fallback_rate
+    for round_no in range(1, config.rounds + 1):
+        for fraction in config.load_fractions:
+            for route_name in config.routes:
+                _latency_cell(config, route_name, round_no, fraction, fraction * max_rate, results)
+                row = results.rows[-1]
+                log(
+                    f"round {round_no} {route_name:>15} {fraction:.0%} load "
+                    f"({row['target_rate']:.0f}/s): "
+                    f"ack p50 {row['ack_p50_ms']} ms p99 {row['ack_p99_ms']} ms, "
+                    f"e2e p50 {row['e2e_p50_ms']} ms"
+                )
+    return results
+
+
+# ---------------------------------------------------------------- reporting
+
+
+def _mean(rows: Sequence[dict[str, Any]], key: str, **match: Any) -> float | None:
+    values = [
+        r[key]
+        for r in rows
+        if all(r.get(k) == v for k, v in match.items()) and r.get(key) is not None
+    ]
+    return statistics.mean(values) if values else None
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.2f}"
+
+
+def summary_rows(config: Config, results: Results) -> list[tuple[str, dict[str, float | None]]]:
+    """(metric label, value per route) for the ratio table: throughputs and latencies."""
+    table: list[tuple[str, dict[str, float | None]]] = []
+    for phase in ("produce", "consume"):
+        for record_bytes, _count in config.sizes:
+            label = f"{phase} {_size(record_bytes)} MB/s"
+            table.append(
+                (
+                    label,
+                    {
+                        route: _mean(
+                            results.rows,
+                            "mb_per_s",
+                            phase=phase,
+                            route=route,
+                            record_bytes=record_bytes,
+                        )
+                        for route in config.routes
+                    },
+                )
+            )
+    if config.per_request is not None:
+        record_bytes = config.per_request[0]
+        table.append(
+            (
+                f"produce {_size(record_bytes)}, 1 record/request, requests/s",
+                {
+                    route: _mean(
+                        results.rows, "records_per_s", phase="produce-per-request", route=route
+                    )
+                    for route in config.routes
+                },
+            )
+        )
+    for fraction in config.load_fractions:
+        for label, merged, percentile in (
+            ("ack p50 ms", results.ack, 50.0),
+            ("ack p99 ms", results.ack, 99.0),
+            ("ack p99.9 ms", results.ack, 99.9),
+            ("e2e p50 ms", results.end_to_end, 50.0),
+            ("e2e p99 ms", results.end_to_end, 99.0),
+        ):
+            table.append(
+                (
+                    f"{fraction:.0%} load: {label}",
+                    {
+                        route: _ms(merged[(route, fraction)], percentile)
+                        if (route, fraction) in merged
+                        else None
+                        for route in config.routes
+                    },
+                )
+            )
+    return table
+
+
+def _size(record_bytes: int) -> str:
+    return f"{record_bytes // 1024} KiB" if record_bytes >= 1024 else f"{record_bytes} B"
+
+
+def ratio_table(config: Config, results: Results) -> str:
+    """The Markdown table of per-route values and the two ratios the issue asks for."""
+    names = list(config.routes)
+    lines = [
+        "| metric | " + " | ".join(names) + " | proxy/direct | proxy/tansu-proxy |",
+        "|---|" + "---:|" * (len(names) + 2),
+    ]
+    for label, values in summary_rows(config, results):
+        proxy = values.get("purgatory-proxy")
+        digits = (
+            2 if label.endswith(" ms") else (0 if label.endswith("/s") and "MB" not in label else 1)
+        )
+        lines.append(
+            f"| {label} | "
+            + " | ".join(_fmt(values.get(n), digits) for n in names)
+            + f" | {_ratio(proxy, values.get('direct'))}"
+            + f" | {_ratio(proxy, values.get('tansu-proxy'))} |"
+        )
+    return "\n".join(lines)
+
+
+def cost_table(config: Config, results: Results) -> str:
+    """Forwarder CPU seconds per GiB of payload and peak RSS, per phase and record size."""
+    forwarders = [n for n in config.routes if n != "direct"]
+    lines = [
+        "| phase, record size | "
+        + " | ".join(f"{n} CPU s/GiB" for n in forwarders)
+        + " | "
+        + " | ".join(f"{n} peak RSS MB" for n in forwarders)
+        + " |",
+        "|---|" + "---:|" * (2 * len(forwarders)),
+    ]
+    for phase in ("produce", "consume"):
+        for record_bytes, _count in config.sizes:
+            match = {"phase": phase, "record_bytes": record_bytes}
+            cpu = [
+                _fmt(_mean(results.rows, "forwarder_cpu_s_per_gib", route=n, **match), 1)
+                for n in forwarders
+            ]
+            rss = [
+                _fmt(_mean(results.rows, "forwarder_peak_rss_mb", route=n, **match), 0)
+                for n in forwarders
+            ]
+            lines.append(f"| {phase} {_size(record_bytes)} | " + " | ".join(cpu + rss) + " |")
+    if config.per_request is not None:
+        match = {"phase": "produce-per-request"}
+        per_request_us = [
+            _fmt(_mean(results.rows, "forwarder_cpu_us_per_record", route=n, **match), 0)
+            for n in forwarders
+        ]
+        rss = [
+            _fmt(_mean(results.rows, "forwarder_peak_rss_mb", route=n, **match), 0)
+            for n in forwarders
+        ]
+        lines.append(
+            f"| produce {_size(config.per_request[0])}, 1 record/request: CPU µs per request | "
+            + " | ".join(per_request_us + rss)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def achieved_table(config: Config, results: Results) -> str:
+    """Offered vs achieved rate of the open-loop runs (a route that cannot keep up shows)."""
+    lines = [
+        "| load | offered records/s | " + " | ".join(f"{n} achieved" for n in config.routes) + " |"
+    ]
+    lines.append("|---|---:|" + "---:|" * len(config.routes))
+    for fraction in config.load_fractions:
+        offered = _mean(results.rows, "target_rate", phase="latency", load_fraction=fraction)
+        achieved = [
+            _fmt(
+                _mean(
+                    results.rows, "achieved_rate", phase="latency", route=n, load_fraction=fraction
+                ),
+                0,
+            )
+            for n in config.routes
+        ]
+        lines.append(f"| {fraction:.0%} | {_fmt(offered, 0)} | " + " | ".join(achieved) + " |")
+    return "\n".join(lines)
+
+
+def plot(config: Config, results: Results, path: Path) -> None:
+    """Throughput bars per record size (produce, consume) and ack latency vs load."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    width = 0.8 / len(config.routes)
+    for ax, phase in zip(axes[:2], ("produce", "consume"), strict=True):
+        for i, route in enumerate(config.routes):
+            xs = [j + i * width for j in range(len(config.sizes))]
+            ys = [
+                _mean(results.rows, "mb_per_s", phase=phase, route=route, record_bytes=b) or 0.0
+                for b, _ in config.sizes
+            ]
+            ax.bar(xs, ys, width, label=route)
+        ax.set_xticks(
+            [j + width for j in range(len(config.sizes))], [_size(b) for b, _ in config.sizes]
+        )
+        ax.set_title(f"{phase} throughput (records of size)")
+        ax.set_ylabel("MB/s of payload")
+        ax.legend()
+    ax = axes[2]
+    for route in config.routes:
+        for percentile, style in ((50.0, "-o"), (99.0, "--s")):
+            xs = [f * 100 for f in config.load_fractions if (route, f) in results.ack]
+            ys = [
+                _ms(results.ack[(route, f)], percentile) or 0.0
+                for f in config.load_fractions
+                if (route, f) in results.ack
+            ]
+            ax.plot(xs, ys, style, label=f"{route} p{percentile:g}")
+    ax.set_yscale("log")
+    ax.set_xlabel("offered load, % of direct 1 KiB produce rate")
+    ax.set_ylabel("produce ack latency, ms")
+    ax.set_title("open-loop ack latency (1 KiB, acks=all)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def markdown(
+    config: Config, results: Results, command: str, wall_s: float, profile_notes: str
+) -> str:
+    """The docs/benchmarks.md section: setup, ratio table, costs, plot, profile."""
+    loads = ", ".join(f"{f:.0%}" for f in config.load_fractions)
+    sizes = ", ".join(f"{_size(b)} x {n:,}" for b, n in config.sizes)
+    return f"""## Forwarding throughput and latency (`bench/throughput.py`)
+
+{machine_line()} `{command}`, {wall_s / 60:.1f} min wall.
+
+**2 cores, shared:** the librdkafka client, the Tansu broker and the forwarder all run on this
+machine's 2 cores, so any CPU the forwarder burns is taken from the client or the broker. The
+direct route has one process fewer competing. Compare ratios from one run, not absolute values.
+
+Setup: routes alternate direct → purgatory-proxy → tansu proxy within each of {config.rounds}
+rounds, each cell with a fresh broker (memory storage) and forwarder. Produce: confluent-kafka,
+acks=all, linger 5 ms, one partition, records {sizes}; consume: the same topic read from offset
+0. Latency: open loop, 1 KiB records, linger 5 ms, offered at {loads}
+of the direct 1 KiB produce rate for {config.latency_duration_s:g} s ({config.latency_warmup_s:g} s
+warm-up not recorded), latency measured from each record's due time (no coordinated
+omission); HDR histograms merged over rounds. Values are means over rounds.
+
+{ratio_table(config, results)}
+
+Forwarder cost (payload bytes; Kroxylicious' sizing anchor, 25 millicores per MB/s, is
+{KROXYLICIOUS_CPU_S_PER_GIB:.1f} CPU s/GiB):
+
+{cost_table(config, results)}
+
+Open-loop rates (records/s):
+
+{achieved_table(config, results)}
+
+![throughput and latency](img/{CHART.name})
+
+{profile_notes}
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes")
+    parser.add_argument("--json", type=Path, help="write every measured row to this file")
+    parser.add_argument("--no-write", action="store_true", help="do not touch docs/")
+    args = parser.parse_args(argv)
+    config = QUICK if args.quick else FULL
+    started = time.monotonic()
+    results = run(config)
+    wall_s = time.monotonic() - started
+    command = "python -m bench.throughput" + (" --quick" if args.quick else "")
+    print(ratio_table(config, results))
+    print()
+    print(cost_table(config, results))
+    print()
+    print(achieved_table(config, results))
+    if args.json:
+        args.json.write_text(json.dumps(results.rows, indent=1))
+    if not args.no_write:
+        from bench._throughput_profile import PROFILE_NOTES
+
+        plot(config, results, CHART)
+        write_section("throughput", markdown(config, results, command, wall_s, PROFILE_NOTES))
+
+
+if __name__ == "__main__":
+    main()
