@@ -112,17 +112,19 @@ def _fairness(rows: Rows, path: Path) -> Path:
     figure, axes = plt.subplots(figsize=(9, 4.5))
     starts = _relative([row["window_start"] for row in rows])
     axes.plot(starts, [row["jain_index"] for row in rows], marker="o", label="Jain's index")
-    for start, row in zip(starts, rows, strict=True):
-        axes.annotate(
-            str(row["clients"]),
-            (start, row["jain_index"]),
-            fontsize="x-small",
-            textcoords="offset points",
-            xytext=(0, 5),
-            ha="center",
-        )
+    clients = axes.twinx()  # how many clients each window's index is over
+    clients.step(
+        starts,
+        [row["clients"] for row in rows],
+        where="post",
+        color="tab:gray",
+        alpha=0.5,
+        label="clients",
+    )
+    clients.set_ylabel("clients in the window", color="tab:gray")
+    clients.set_ylim(0, max((row["clients"] for row in rows), default=1) * 1.2)
     axes.set_ylim(0, 1.05)
-    axes.set_xlabel("seconds since the first window (labels: clients in the window)")
+    axes.set_xlabel("seconds since the first window")
     axes.set_ylabel("Jain's index over per-client bytes")
     axes.set_title("Fairness: 1 = every client moved the same bytes, 1/n = one client did all")
     return _save(figure, path)
