@@ -21,7 +21,7 @@ import logging
 import os
 import stat
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO
 
@@ -55,7 +55,12 @@ class RequestRecord:
     error_code: int | None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        # A flat dict by hand: dataclasses.asdict deep-copies and is ~3x slower.
+        return _encode({name: getattr(self, name) for name in _FIELD_NAMES})
+
+
+_FIELD_NAMES = tuple(field.name for field in fields(RequestRecord))
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class RequestLog:
