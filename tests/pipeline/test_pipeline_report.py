@@ -6,8 +6,9 @@ at max_wait_ms with no data: the proxy forwards them and logs them as ``ok``; ``
 with the purgatory, issue 6), all behind a 300 KiB memory pool. Two raw clients each start a
 180 KB Produce frame and hold it half sent, so the pool is over-allocated and every other
 connection is muted until both frames complete: the log must show muted requests, and does
-so deterministically (no timing). The log is then analysed by ``run_report`` on ``local[2]``
-and every count is compared with plain Python over the same file.
+so deterministically (no timing). The log is then analysed by ``purgatory-proxy report`` (the
+command line, as a user runs it) on ``local[2]``, and every count is compared with plain Python
+over the same file.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import math
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -36,7 +39,6 @@ from kafka.protocol.old.produce import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.report import run_report
 from pipeline.tables import ACCURACY, NO_CLIENT
 from tests.support.processes import Broker, free_port
 from tests.support.proxy_process import running_proxy
@@ -44,6 +46,7 @@ from tests.support.proxy_process import running_proxy
 POOL_BYTES = 300 * 1024
 HELD_FRAME_VALUE = b"h" * 180_000
 WINDOW_S = 1
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Run:
     log: list[dict[str, Any]]
     summary: dict[str, Any]
     out: Path
+    stdout: str
 
 
 def _frame(request: Any, correlation_id: int, client_id: str) -> bytes:
@@ -171,11 +175,14 @@ def run(kafka_broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Itera
         assert proxy.stop(signal.SIGTERM) == 0  # flushes the request log
     log = [json.loads(line) for line in log_path.read_text().splitlines()]
     out = work / "report"
-    summary = run_report(
-        str(work / "requests.jsonl*"), out, master="local[2]", window_s=WINDOW_S,
-        shuffle_partitions=2,
-    )  # fmt: skip
-    yield Run(log, summary, out)
+    command = [
+        sys.executable, "-m", "proxy", "report", "--logs", str(work / "requests.jsonl*"),
+        "--out", str(out), "--master", "local[2]", "--window-s", str(WINDOW_S),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    yield Run(log, summary, out, done.stdout)
 
 
 def test_the_log_saw_what_the_traffic_did(run: Run) -> None:
@@ -242,7 +249,7 @@ def test_percentiles_are_within_percentile_approx_tolerance(run: Run) -> None:
 
 
 def test_outputs_exist_and_plots_are_images(run: Run) -> None:
-    assert json.loads((run.out / "summary.json").read_text()) == run.summary
+    assert f"report written to {run.out} ({len(run.log)} requests)" in run.stdout
     report = (run.out / "report.md").read_text()
     assert f"{run.summary['lines']} requests" in report
     for name in ("per_api", "per_client", "throughput", "purgatory_outcomes", "held_histogram",
