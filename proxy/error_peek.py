@@ -45,17 +45,27 @@ def error_code_offset(api_key: int, api_version: int) -> int | None:
     return None
 
 
+@cache
+def _where(api_key: int, api_version: int) -> tuple[int, bool] | None:
+    """(offset after the header, whether the header is v1) or None; one cache hit per call."""
+    offset = error_code_offset(api_key, api_version)
+    if offset is None or api_key not in API_BY_KEY:
+        return None
+    return offset, response_header_version(api_key, api_version) >= 1
+
+
 def peek_error_code(api_key: int, api_version: int, body: bytes | bytearray) -> int | None:
     """The top-level error code of response frame ``body`` (size prefix excluded), or None.
 
     Never raises: a response too short to hold the field gives None (the client will see
     and judge the same bytes).
     """
-    offset = error_code_offset(api_key, api_version)
-    if offset is None or api_key not in API_BY_KEY:
+    where = _where(api_key, api_version)
+    if where is None:
         return None
+    offset, flexible_header = where
     start = 4  # correlation id
-    if response_header_version(api_key, api_version) >= 1:
+    if flexible_header:
         if len(body) <= start or body[start] != 0:
             return None  # header tagged fields present: rare; not worth parsing here
         start += 1
