@@ -148,10 +148,33 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
             _anywhere("SocketStream.send_all (trio/_highlevel_socket.py"),
         ),
         (
+            "  of which: responses to the client (one send_all per response)",
+            _anywhere("_pump_responses (proxy/client.py", "SocketStream.send_all ("),
+        ),
+        (
+            "  of which: the syscall itself (kernel copy into the socket)",
+            lambda stack: (
+                any("SocketStream.send_all (" in f for f in stack)
+                and "_nonblocking_helper (trio/_socket.py" in stack[-1]
+            ),
+        ),
+        (
             "plan_request -> decode (whole Produce decoded for acks)",
             _anywhere("plan_request (proxy/rewrite.py", "(wire/codec.py"),
         ),
         ("plan_request: all of it", _anywhere("plan_request (proxy/rewrite.py")),
+        (
+            "rewrite_response (Produce v10+/Fetch v16+ decoded for KIP-951 node_endpoints)",
+            _anywhere("rewrite_response (proxy/rewrite.py"),
+        ),
+        (
+            "timeouts and cancel scopes (move_on_after/at per read)",
+            lambda stack: any(
+                "(trio/_timeouts.py" in f or "CancelScope.__e" in f or "CancelScope._close" in f
+                for f in stack
+            ),
+        ),
+        ("memory channel of response slots", _anywhere("(trio/_channel.py")),
         ("pool: try_allocate + allocate", _anywhere("allocate (proxy/memory.py")),
         (
             "observer: _report / request_done (metrics, request log)",
@@ -249,17 +272,34 @@ SCENARIOS = {
 }
 
 
+def suspect_table(runs: dict[str, tuple[Profile, int, float]]) -> str:
+    """Markdown: every suspect's share of on-CPU samples, one column per scenario."""
+    names = list(runs)
+    lines = [
+        "| share of proxy on-CPU samples | " + " | ".join(names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for label, predicate in suspects():
+        shares = [f"{100 * runs[n][0].share(predicate):.1f} %" for n in names]
+        lines.append(f"| {label} | " + " | ".join(shares) + " |")
+    lines.append("| proxy CPU s during the load (py-spy attached) | "
+                 + " | ".join(f"{runs[n][2]:.2f}" for n in names) + " |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("/tmp"), help="where raw stacks go")
-    parser.add_argument("--rate", type=int, default=500, help="py-spy samples per second")
+    parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply record counts")
     args = parser.parse_args(argv)
+    runs = {}
     for scenario, (record_bytes, count) in SCENARIOS.items():
         records = int(count * args.scale)
-        profile, idle, cpu_s = _record(scenario, record_bytes, records, args.out, args.rate)
-        print(report(f"{scenario} x {records:,}", profile, idle, cpu_s))
+        runs[scenario] = _record(scenario, record_bytes, records, args.out, args.rate)
+        print(report(f"{scenario} x {records:,}", *runs[scenario]))
         print()
+    print(suspect_table(runs))
 
 
 PROFILE_NOTES = """### Profile of the proxy under load

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import json
 
-from bench.throughput import ROUTES, Config, markdown, plot, ratio_table, run, summary_rows
+from bench.throughput import (
+    ROUTES,
+    Config,
+    markdown,
+    plot,
+    ratio_table,
+    results_from_rows,
+    run,
+    summary_rows,
+)
 
 TINY = Config(
     sizes=((100, 300), (1024, 200)),
@@ -58,7 +67,9 @@ def test_throughput_benchmark_runs_end_to_end(tmp_path):
         assert 0 < row["e2e_p50_ms"] <= row["e2e_p99_ms"]
     assert set(results.ack) == {(route, 0.5) for route in ROUTES}
 
-    json.dumps(results.rows)  # what --json writes
+    # What --json saves is enough for --render to rebuild the same report.
+    saved = json.loads(json.dumps(results.rows))
+    assert ratio_table(TINY, results_from_rows(saved)) == ratio_table(TINY, results)
     labels = [label for label, _ in summary_rows(TINY, results)]
     table = ratio_table(TINY, results)
     assert len(table.splitlines()) == 2 + len(labels)
