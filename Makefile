@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check wire proxy bench tests
+	$(BIN)/ruff check wire proxy pipeline bench tests
 	$(BIN)/mypy
 
 bench: $(STAMP)
