@@ -430,6 +430,12 @@ def goals_table(config: Config, results: Results) -> str:
                 f"| {label}: proxy ≥ tansu proxy | {proxy / tansu:.2f} x | "
                 f"{verdict(proxy >= tansu)} |"
             )
+    direct_p50 = {
+        f: _ms(results.ack[("direct", f)], 50.0)
+        for f in config.load_fractions
+        if ("direct", f) in results.ack
+    }
+    floor_ms = min((v for v in direct_p50.values() if v is not None), default=None)
     for fraction in config.load_fractions:
         for percentile, limit_ms in ((50.0, 0.5), (99.0, 2.0)):
             direct_h = results.ack.get(("direct", fraction))
@@ -438,10 +444,36 @@ def goals_table(config: Config, results: Results) -> str:
                 continue
             added = (_ms(proxy_h, percentile) or 0.0) - (_ms(direct_h, percentile) or 0.0)
             goal = " (the goal's load)" if fraction == 0.5 else ""
-            lines.append(
-                f"| {fraction:.0%} load{goal}: added ack p{percentile:g} ≤ {limit_ms:g} ms | "
-                f"{added:+.2f} ms | {verdict(added <= limit_ms)} |"
-            )
+            label = f"| {fraction:.0%} load{goal}: added ack p{percentile:g} ≤ {limit_ms:g} ms"
+            # A point where direct's own median is 4x its lightest-load median measures the
+            # queue of a saturated machine, not what the forwarder adds.
+            own_p50 = direct_p50.get(fraction)
+            if floor_ms and own_p50 is not None and own_p50 > 4 * floor_ms:
+                lines.append(
+                    f"{label} | {added:+.2f} ms | n/a: direct saturated "
+                    f"(its p50 {own_p50:.0f} ms) |"
+                )
+                continue
+            lines.append(f"{label} | {added:+.2f} ms | {verdict(added <= limit_ms)} |")
+    return "\n".join(lines)
+
+
+def rounds_table(config: Config, results: Results, loads: int = 2) -> str:
+    """Ack p50 / p99 (ms) per round at the lightest loads: one noisy round shows as such."""
+    names = list(config.routes)
+    lines = [
+        "| load | round | " + " | ".join(f"{n} p50 / p99" for n in names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+    ]
+    for fraction in sorted(config.load_fractions)[:loads]:
+        for round_no in range(1, config.rounds + 1):
+            cells = []
+            for name in names:
+                match = {"phase": "latency", "route": name, "round": round_no}
+                p50 = _mean(results.rows, "ack_p50_ms", load_fraction=fraction, **match)
+                p99 = _mean(results.rows, "ack_p99_ms", load_fraction=fraction, **match)
+                cells.append(f"{_fmt(p50, 2)} / {_fmt(p99, 2)}")
+            lines.append(f"| {fraction:.0%} | {round_no} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -513,9 +545,22 @@ omission); HDR histograms merged over rounds. Values are means over rounds.
 
 {ratio_table(config, results)}
 
+Reading the latency rows: acknowledgement latency includes the 5 ms linger. End-to-end p50 is
+~60 ms on every route, direct included: that is the consumer's fetch cycle against Tansu, not
+forwarding. At 50 % and 80 % the direct route queues too (its own ack p50 leaves the
+few-ms range and the open-loop table below shows the client falling behind): the open-loop
+client (producer, delivery callbacks and the timing consumer share one Python process) plus
+the broker saturate the 2 cores, so those rows compare queues, not forwarding cost. The 5 %
+and 10 % rows are the unsaturated ones.
+
 Goals of issue 10 against this run:
 
 {goals_table(config, results)}
+
+Acknowledgement latency per round at the unsaturated loads (ms; a single disturbed round, e.g.
+another job on the shared machine, shows here rather than hiding in a merged p99):
+
+{rounds_table(config, results)}
 
 Forwarder cost (payload bytes; Kroxylicious' sizing anchor, 25 millicores per MB/s, is
 {KROXYLICIOUS_CPU_S_PER_GIB:.1f} CPU s/GiB):
