@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import psutil
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from hdrh.histogram import HdrHistogram
 
 __all__ = [

@@ -17,8 +17,10 @@
 # ratios measured in one run are what to compare.
 """Forwarding throughput and latency: direct vs purgatory-proxy vs tansu proxy.
 
-Run ``python -m bench.throughput`` (about 8 minutes; ``--quick`` about 2 minutes, ``--json
-FILE`` for the rows). Results go to docs/benchmarks.md and docs/img/throughput.png.
+Run ``python -m bench.throughput`` (about 9 minutes; ``--quick`` about 2 minutes, ``--json
+FILE`` to save the run, ``--render FILE`` to report a saved run without measuring). Results
+go to docs/benchmarks.md and docs/img/throughput.png. The profile under the same loads is
+``python -m bench._throughput_profile`` (py-spy).
 """
 
 from __future__ import annotations
