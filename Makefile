@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.wire
 	$(BIN)/python -m bench.purgatory
 	$(BIN)/python -m bench.fairness
+	$(BIN)/python -m bench.throughput
 
 fuzz: $(STAMP)
 	FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest tests/unit/wire/test_fuzz.py -q
