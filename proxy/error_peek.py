@@ -54,7 +54,9 @@ def _where(api_key: int, api_version: int) -> tuple[int, bool] | None:
     return offset, response_header_version(api_key, api_version) >= 1
 
 
-def peek_error_code(api_key: int, api_version: int, body: bytes | bytearray) -> int | None:
+def peek_error_code(
+    api_key: int, api_version: int, body: bytes | bytearray | memoryview
+) -> int | None:
     """The top-level error code of response frame ``body`` (size prefix excluded), or None.
 
     Never raises: a response too short to hold the field gives None (the client will see

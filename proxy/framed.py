@@ -1,14 +1,20 @@
 # Strategy: Kafka frames are a 4-byte big-endian size and a body. KIP-72 wants the size read and
-# checked *before* any memory is committed to the body, so this reader never reads past the
-# piece it was asked for: first exactly 4 bytes, then (after the caller has allocated from the
-# pool) exactly the body. Two receives per request is what Kafka's NetworkReceive does too.
+# checked *before* any memory is committed to the body, so these readers never read past the
+# piece they were asked for: first exactly 4 bytes, then (after the caller has allocated from
+# the pool) exactly the body. Two receives per request is what Kafka's NetworkReceive does too.
+#
+# The body goes straight from the kernel into the one buffer that holds the whole frame (size
+# prefix included) with recv_into, so forwarding a frame needs no join and no re-prefixing: the
+# same bytearray is written out as it came in.
 """Exact-size reads of Kafka frames from a trio stream."""
 
 from __future__ import annotations
 
 import trio
 
-__all__ = ["PeerClosed", "receive_exactly"]
+__all__ = ["PeerClosed", "receive_exactly", "receive_frame"]
+
+_SIZE_BYTES = 4
 
 
 class PeerClosed(Exception):
@@ -40,3 +46,29 @@ async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes | 
         chunks.append(chunk)
         have += len(chunk)
     return b"".join(chunks)
+
+
+async def receive_frame(stream: trio.SocketStream, size_prefix: bytes, size: int) -> bytearray:
+    """Read a ``size``-byte body into a new buffer that starts with its ``size_prefix``.
+
+    Returns the whole frame (prefix + body), ready to be written on unchanged.
+
+    Raises:
+        PeerClosed: the stream ended inside the body (``received`` counts body bytes).
+        trio.BrokenResourceError: the socket failed (the OS error is its cause).
+    """
+    frame = bytearray(_SIZE_BYTES + size)
+    frame[:_SIZE_BYTES] = size_prefix
+    view = memoryview(frame)
+    have = _SIZE_BYTES
+    end = _SIZE_BYTES + size
+    sock = stream.socket
+    try:
+        while have < end:
+            received = await sock.recv_into(view[have:])
+            if not received:
+                raise PeerClosed(have - _SIZE_BYTES)
+            have += received
+    except OSError as error:  # the stream would translate this; we read its socket directly
+        raise trio.BrokenResourceError(f"socket failed: {error}") from error
+    return frame

@@ -87,7 +87,9 @@ class LocalAnswer:
     response: bytes
 
 
-def plan_request(body: bytes | bytearray, brokers: BrokerDirectory) -> RequestPlan | LocalAnswer:
+def plan_request(
+    body: bytes | bytearray | memoryview, brokers: BrokerDirectory
+) -> RequestPlan | LocalAnswer:
     """Classify one request frame body (the bytes after the size).
 
     Raises:
@@ -115,15 +117,15 @@ def plan_request(body: bytes | bytearray, brokers: BrokerDirectory) -> RequestPl
 
 
 def rewrite_response(
-    plan: RequestPlan, body: bytes | bytearray, brokers: BrokerDirectory
-) -> bytes | bytearray:
+    plan: RequestPlan, body: bytes | bytearray | memoryview, brokers: BrokerDirectory
+) -> bytes | bytearray | memoryview:
     """The response frame body the client should see (``body`` itself when unchanged)."""
     api_key, version = plan.header.api_key, plan.header.api_version
     _, start = parse_response_header(body, response_header_version(api_key, version))
     message = decode_response(api_key, version, memoryview(body)[start:])
     if not _REWRITERS[api_key](message, brokers):
         return body
-    return body[:start] + encode(message, version)
+    return bytes(body[:start]) + encode(message, version)
 
 
 def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:

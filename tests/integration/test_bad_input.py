@@ -21,6 +21,7 @@ from tests.support.processes import Broker, free_port, running_tansu
 from tests.support.proxy_process import ProxyProcess, running_proxy
 
 FRAME_TIMEOUT_MS = 500
+IDLE_TIMEOUT_MS = 1500
 MAX_REQUEST_BYTES = 1024 * 1024
 
 
@@ -28,6 +29,7 @@ MAX_REQUEST_BYTES = 1024 * 1024
 def strict_proxy(kafka_broker: Broker) -> Iterator[ProxyProcess]:
     env = {
         "PURGATORY_PROXY_CONNECTIONS__FRAME_TIMEOUT_MS": str(FRAME_TIMEOUT_MS),
+        "PURGATORY_PROXY_CONNECTIONS__IDLE_TIMEOUT_MS": str(IDLE_TIMEOUT_MS),
         "PURGATORY_PROXY_MEMORY__SOCKET_REQUEST_MAX_BYTES": str(MAX_REQUEST_BYTES),
     }
     with running_proxy(kafka_broker.bootstrap, env=env) as proxy:
@@ -146,6 +148,22 @@ def test_stalled_partial_frame(
         waited_s = time.monotonic() - started
     assert waited_s >= FRAME_TIMEOUT_MS / 1000 * 0.9
     strict_proxy.wait_for_log(r"closed client connection .*frame of 50 bytes not complete in time")
+    producer.send(topic, b"after").get(timeout=10)
+
+
+def test_idle_connection_after_a_request_is_closed_as_idle(
+    strict_proxy: ProxyProcess, healthy: tuple[KafkaProducer, str]
+) -> None:
+    """A client that completes a request and then sends nothing is closed for idleness
+    (not mistaken for a stalled frame), and only that connection."""
+    producer, topic = healthy
+    with _connect(strict_proxy) as sock:
+        body = _request_header(18, 0)  # ApiVersions v0
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        assert len(sock.recv(size, socket.MSG_WAITALL)) == size
+        assert _closed_by_proxy(sock, timeout_s=IDLE_TIMEOUT_MS / 1000 + 5)
+    strict_proxy.wait_for_log(r"closed client connection .*idle for 1\.5 s")
     producer.send(topic, b"after").get(timeout=10)
 
 
