@@ -128,20 +128,19 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
     """The forwarding-path costs the issue names, as sample predicates."""
     return [
         (
-            'framed.receive_exactly: b"".join of a body that came in pieces',
+            'framed.receive_exactly: b"".join of a piece that came in parts',
             _top_is("proxy/framed.py", 'b"".join(chunks)'),
         ),
         (
-            "framed.receive_exactly: all of it (receive_some included)",
-            _anywhere("receive_exactly (proxy/framed.py"),
+            "framed: all frame reading (size prefixes + bodies via recv_into)",
+            lambda stack: any(
+                "receive_exactly (proxy/framed.py" in f or "receive_frame (proxy/framed.py" in f
+                for f in stack
+            ),
         ),
         (
-            "client: size.to_bytes(4) + body (request copy)",
-            _top_is("proxy/client.py", 'size.to_bytes(4, "big") + body'),
-        ),
-        (
-            "client: len(body).to_bytes(4) + body (response copy)",
-            _top_is("proxy/client.py", 'len(body).to_bytes(4, "big") + body'),
+            "client: copy of a rewritten response (size prefix + new body)",
+            _top_is("proxy/client.py", "size_prefix(len(rewritten)) + rewritten"),
         ),
         (
             "send_all (one per frame, both directions)",
@@ -168,7 +167,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
             _anywhere("rewrite_response (proxy/rewrite.py"),
         ),
         (
-            "timeouts and cancel scopes (move_on_after/at per read)",
+            "timeouts and cancel scopes",
             lambda stack: any(
                 "(trio/_timeouts.py" in f or "CancelScope.__e" in f or "CancelScope._close" in f
                 for f in stack
