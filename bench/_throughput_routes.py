@@ -8,14 +8,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from proxy.embedded_broker import tansu_binary
-from tests.support.processes import free_port, running_tansu, wait_for_port
+from tests.support.processes import free_port, running_process, running_tansu
 from tests.support.proxy_process import running_proxy
 
 __all__ = ["ROUTES", "Route", "running_route"]
@@ -49,17 +46,8 @@ def _running_tansu_proxy(origin: str) -> Iterator[tuple[int, int]]:
         "--origin-url",
         f"tcp://{origin}",
     ]
-    log = tempfile.NamedTemporaryFile(prefix="tansu-proxy-", suffix=".log", delete=False)  # noqa: SIM115
-    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        wait_for_port("127.0.0.1", port, 30.0, proc)
-        yield port, proc.pid
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        log.close()
-        os.unlink(log.name)
+    with running_process(command, port) as pid:
+        yield port, pid
 
 
 @contextlib.contextmanager

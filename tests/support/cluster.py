@@ -26,21 +26,16 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from proxy.embedded_broker import tansu_command
 from tests.support.cluster_relay import RelaySet, running_relays
-from tests.support.processes import free_port, wait_for_port
+from tests.support.processes import running_tansu
 from tests.support.s3_server import S3Server, running_s3
 
 __all__ = ["Cluster", "ClusterNode", "running_cluster"]
 
 _HOST = "127.0.0.1"
-_BROKER_START_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -82,30 +77,9 @@ class Cluster:
 @contextlib.contextmanager
 def _running_s3_tansu(s3: S3Server) -> Iterator[tuple[str, int, int]]:
     """One Tansu on ``s3``'s bucket, on a free port; yields (host, port, pid)."""
-    port = free_port(_HOST)
-    log = tempfile.NamedTemporaryFile(prefix="tansu-s3-", suffix=".log", delete=False)  # noqa: SIM115
-    env = {**os.environ, **s3.client_env(), "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
-    proc = subprocess.Popen(
-        tansu_command(port, host=_HOST, storage=s3.storage_url),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        try:
-            wait_for_port(_HOST, port, _BROKER_START_TIMEOUT_S, proc)
-        except (RuntimeError, TimeoutError) as exc:
-            log.flush()
-            with open(log.name, encoding="utf-8", errors="replace") as text:
-                tail = text.read()[-2000:]
-            raise RuntimeError(f"tansu on {_HOST}:{port} did not start: {exc}\n{tail}") from exc
-        yield _HOST, port, proc.pid
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        log.close()
-        os.unlink(log.name)
+    with running_tansu(storage=s3.storage_url, env=s3.client_env()) as broker:
+        assert broker.pid is not None
+        yield broker.host, broker.port, broker.pid
 
 
 @contextlib.contextmanager

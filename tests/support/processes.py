@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from proxy.embedded_broker import tansu_command
 
-__all__ = ["Broker", "free_port", "running_tansu", "wait_for_port"]
+__all__ = ["Broker", "free_port", "running_process", "running_tansu", "wait_for_port"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -54,19 +54,42 @@ class Broker:
 
 
 @contextlib.contextmanager
-def running_tansu(storage: str = "memory://tansu/", port: int | None = None) -> Iterator[Broker]:
-    """Run one Tansu broker on ``port`` (default: a free loopback port) for the block."""
-    port = port or free_port()
-    log = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)  # noqa: SIM115
-    env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+def running_process(
+    command: list[str], port: int, *, env: dict[str, str] | None = None, timeout_s: float = 30.0
+) -> Iterator[int]:
+    """Run ``command`` until the block ends; yield its PID once 127.0.0.1:``port`` accepts.
+
+    Output goes to a temporary log whose tail is in the error if the process never listens.
+    The process is killed by PID and the log removed, even when the block fails.
+    """
+    log = tempfile.NamedTemporaryFile(prefix="proc-", suffix=".log", delete=False)  # noqa: SIM115
+    full_env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), **(env or {})}
     proc = subprocess.Popen(
-        tansu_command(port, storage=storage), stdout=log, stderr=subprocess.STDOUT, env=env
+        command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env
     )
     try:
-        wait_for_port("127.0.0.1", port, 30.0, proc)
-        yield Broker("127.0.0.1", port, proc.pid)
+        try:
+            wait_for_port("127.0.0.1", port, timeout_s, proc)
+        except (RuntimeError, TimeoutError) as exc:
+            log.flush()
+            with open(log.name, encoding="utf-8", errors="replace") as text:
+                tail = text.read()[-2000:]
+            raise RuntimeError(
+                f"{command[1:2]} on port {port} did not start: {exc}\n{tail}"
+            ) from exc
+        yield proc.pid
     finally:
         proc.kill()
         proc.wait(timeout=10)
         log.close()
         os.unlink(log.name)
+
+
+@contextlib.contextmanager
+def running_tansu(
+    storage: str = "memory://tansu/", port: int | None = None, env: dict[str, str] | None = None
+) -> Iterator[Broker]:
+    """Run one Tansu broker on ``port`` (default: a free loopback port) for the block."""
+    port = port or free_port()
+    with running_process(tansu_command(port, storage=storage), port, env=env) as pid:
+        yield Broker("127.0.0.1", port, pid)
