@@ -21,7 +21,13 @@ import trio
 
 from proxy.routing import Address
 
-__all__ = ["EMBEDDED_NODE_ID", "run_embedded_broker", "tansu_binary", "tansu_command"]
+__all__ = [
+    "EMBEDDED_NODE_ID",
+    "free_port",
+    "run_embedded_broker",
+    "tansu_binary",
+    "tansu_command",
+]
 
 #: Tansu 0.6 reports this node id for itself and has no option to change it.
 EMBEDDED_NODE_ID = 111
@@ -60,7 +66,7 @@ async def run_embedded_broker(
     (trio sends SIGTERM, then SIGKILL after a grace period), so it never outlives the proxy.
     """
     if port == 0:
-        port = _free_loopback_port()
+        port = free_port()
     command = tansu_command(port)
     env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
     async with trio.open_nursery() as nursery:
@@ -103,8 +109,9 @@ def _die_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _free_loopback_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port the kernel says is free right now on ``host`` (tests use it too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port

@@ -15,17 +15,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from proxy.embedded_broker import tansu_command
+from proxy.embedded_broker import free_port, tansu_command
 
 __all__ = ["Broker", "free_port", "running_process", "running_tansu", "wait_for_port"]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port the kernel says is free right now on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes]) -> None:
