@@ -27,6 +27,7 @@ the event. Whatever may satisfy a waiting operation (a produce landing on a part
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
@@ -88,11 +89,13 @@ class DelayedOperation(TimerTask):
     def is_completed(self) -> bool:
         return self._completed
 
+    @abstractmethod
     def try_complete(self) -> bool:
-        raise NotImplementedError
+        """Check the condition; if it holds, return ``self.force_complete()``, else False."""
 
+    @abstractmethod
     def on_complete(self) -> None:
-        raise NotImplementedError
+        """Deliver the result; runs exactly once, whoever completed the operation."""
 
     def on_expiration(self) -> None:
         """Nothing by default (Kafka's DelayedFetch only counts expirations here)."""

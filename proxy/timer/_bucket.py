@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 __all__ = ["TaskCounter", "TimerTask", "TimerTaskList"]
@@ -31,7 +32,7 @@ class TaskCounter:
         self.count = 0
 
 
-class TimerTask:
+class TimerTask(ABC):
     """Something that runs once when its delay has passed, unless cancelled first.
 
     Subclasses implement :meth:`run`. Tasks are hashed by identity (buckets are sets of
@@ -49,9 +50,9 @@ class TimerTask:
         self.expiration_ms = 0
         self._bucket: TimerTaskList | None = None
 
+    @abstractmethod
     def run(self) -> None:
         """Called by the timer once the task has expired."""
-        raise NotImplementedError
 
     def cancel(self) -> None:
         """Remove the task from its timer, in O(1). Harmless if it is not scheduled."""
