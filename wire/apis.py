@@ -84,6 +84,14 @@ def can_decode(api_key: int, version: int) -> bool:
     return spec is not None and spec.decodable and spec.min_version <= version <= spec.max_version
 
 
+def _spec_for_version(api_key: int, api_version: int) -> ApiSpec:
+    """The table entry of ``api_key``, refusing a negative version."""
+    spec = api_spec(api_key)
+    if api_version < 0:
+        raise UnsupportedVersion(f"{spec.name} version {api_version} is negative")
+    return spec
+
+
 def request_header_version(api_key: int, api_version: int) -> int:
     """The request header version of (api key, version): 2 if flexible, else 1.
 
@@ -94,9 +102,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
         UnknownApiKey: the key is not in the schema tables.
         UnsupportedVersion: ``api_version`` is negative.
     """
-    spec = api_spec(api_key)
-    if api_version < 0:
-        raise UnsupportedVersion(f"{spec.name} version {api_version} is negative")
+    spec = _spec_for_version(api_key, api_version)
     return 2 if spec.is_flexible(api_version) else 1
 
 
@@ -112,9 +118,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
         UnknownApiKey: the key is not in the schema tables.
         UnsupportedVersion: ``api_version`` is negative.
     """
-    spec = api_spec(api_key)
-    if api_version < 0:
-        raise UnsupportedVersion(f"{spec.name} version {api_version} is negative")
+    spec = _spec_for_version(api_key, api_version)
     if api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if spec.is_flexible(api_version) else 0
