@@ -12,9 +12,11 @@ import re
 import time
 from pathlib import Path
 
-__all__ = ["BENCHMARKS_MD", "machine_line", "write_section"]
+__all__ = ["BENCHMARKS_MD", "RELIABILITY_MD", "machine_line", "write_section"]
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+#: The reliability campaign's verdicts (issue 9), sectioned the same way.
+RELIABILITY_MD = BENCHMARKS_MD.with_name("reliability.md")
 
 _HEADER = """# Benchmarks
 
