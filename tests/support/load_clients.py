@@ -1,0 +1,216 @@
+# Strategy: the healthy clients of the reliability scenarios are real Kafka clients
+# (librdkafka via confluent-kafka), and they run in a child process of their own
+# (``python -m tests.support.load_clients MODE ...``, one JSON line on stdout). A client
+# thread in the test process would share the GIL with the trio load generators, and the
+# figures would measure the test's own contention instead of the proxy's.
+#
+# Two workloads:
+# * steady: a producer at a fixed rate (open loop: record i is due at start + i/rate, and its
+#   acknowledgement latency counts from that due time, so a stall cannot hide by slowing the
+#   sender) and a consumer of the same partition, from offset 0 (Tansu's "latest" is wrong),
+#   whose end-to-end latency reads the due time carried in each record. Errors are delivery
+#   reports with an error plus consumer errors.
+# * throughput: a closed-loop producer (acks=all) that keeps librdkafka's queue full for the
+#   duration; the rate counts the bytes acknowledged inside a window after a warm-up.
+"""Real-client workloads (confluent-kafka) for the reliability scenarios, run as a process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tests.support.load_stats import percentile
+
+__all__ = ["SteadyResult", "ThroughputResult", "run_client", "steady", "throughput"]
+
+_DUE = struct.Struct(">q")  # monotonic ns the record was due (CLOCK_MONOTONIC is system-wide)
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class SteadyResult:
+    sent: int
+    acked: int
+    delivery_errors: int
+    consumed: int
+    consumer_errors: int
+    ack_p50_ms: float
+    ack_p99_ms: float
+    ack_max_ms: float
+    e2e_p99_ms: float
+    first_errors: list[str]
+
+    @property
+    def errors(self) -> int:
+        return self.delivery_errors + self.consumer_errors + (self.acked - self.consumed)
+
+
+@dataclass
+class ThroughputResult:
+    acked_bytes: int
+    window_s: float
+    delivery_errors: int
+
+    @property
+    def mib_per_s(self) -> float:
+        return self.acked_bytes / self.window_s / 2**20
+
+
+def steady(
+    bootstrap: str, topic: str, rate_per_s: float, duration_s: float, value_bytes: int = 100
+) -> SteadyResult:
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"steady-{topic}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    ack_ms: list[float] = []
+    e2e_ms: list[float] = []
+    errors: list[str] = []
+    delivery_errors = consumer_errors = consumed = 0
+    padding = b"s" * max(0, value_bytes - _DUE.size)
+
+    def delivered(err: KafkaError | None, msg: object) -> None:
+        nonlocal delivery_errors
+        if err is not None:
+            delivery_errors += 1
+            errors.append(f"delivery: {err}")
+            return
+        due_ns = _DUE.unpack_from(msg.value())[0]  # type: ignore[attr-defined]
+        ack_ms.append((time.monotonic_ns() - due_ns) / 1e6)
+
+    def consume(timeout_s: float) -> None:
+        nonlocal consumer_errors, consumed
+        for message in consumer.consume(num_messages=1000, timeout=timeout_s):
+            if message.error() is not None:
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    consumer_errors += 1
+                    errors.append(f"consume: {message.error()}")
+                continue
+            consumed += 1
+            e2e_ms.append((time.monotonic_ns() - _DUE.unpack_from(message.value())[0]) / 1e6)
+
+    start_ns = time.monotonic_ns()
+    interval_ns = int(1e9 / rate_per_s)
+    sent = 0
+    end_ns = start_ns + int(duration_s * 1e9)
+    while (due_ns := start_ns + sent * interval_ns) < end_ns:
+        while time.monotonic_ns() < due_ns:
+            producer.poll(0)
+            consume(min(0.005, max(0.0, (due_ns - time.monotonic_ns()) / 1e9)))
+        producer.produce(topic, _DUE.pack(due_ns) + padding, partition=0, on_delivery=delivered)
+        sent += 1
+    producer.flush(60)
+    acked = len(ack_ms)
+    deadline = time.monotonic() + 30
+    while consumed < acked and time.monotonic() < deadline:
+        consume(0.2)
+    consumer.close()
+    return SteadyResult(
+        sent=sent,
+        acked=acked,
+        delivery_errors=delivery_errors,
+        consumed=consumed,
+        consumer_errors=consumer_errors,
+        ack_p50_ms=percentile(ack_ms, 0.5) if ack_ms else float("nan"),
+        ack_p99_ms=percentile(ack_ms, 0.99) if ack_ms else float("nan"),
+        ack_max_ms=max(ack_ms, default=float("nan")),
+        e2e_p99_ms=percentile(e2e_ms, 0.99) if e2e_ms else float("nan"),
+        first_errors=errors[:5],
+    )
+
+
+def throughput(
+    bootstrap: str, topic: str, duration_s: float, warmup_s: float, value_bytes: int = 1024
+) -> ThroughputResult:
+    from confluent_kafka import KafkaError, Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            # A bounded queue keeps the loop closed: at most this much is ever unacknowledged.
+            "queue.buffering.max.kbytes": 16 * 1024,
+        }
+    )
+    value = b"t" * value_bytes
+    window_start = time.monotonic() + warmup_s
+    window_end = window_start + duration_s
+    acked_bytes = delivery_errors = 0
+
+    def delivered(err: KafkaError | None, msg: object) -> None:
+        nonlocal acked_bytes, delivery_errors
+        if err is not None:
+            delivery_errors += 1
+        elif window_start <= time.monotonic() <= window_end:
+            acked_bytes += value_bytes
+
+    while time.monotonic() < window_end:
+        try:
+            producer.produce(topic, value, partition=0, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.001)
+        producer.poll(0)
+    producer.flush(60)
+    return ThroughputResult(acked_bytes, duration_s, delivery_errors)
+
+
+def run_client(mode: str, *args: str | float | int) -> SteadyResult | ThroughputResult:
+    """Run a workload in a child process (blocking; call it from a worker thread)."""
+    command = [sys.executable, "-m", "tests.support.load_clients", mode, *map(str, args)]
+    # The package root goes on PYTHONPATH explicitly: running from cwd is not enough under
+    # PYTHONSAFEPATH.
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(_ROOT)) if p)
+    done = subprocess.run(
+        command,
+        cwd=_ROOT,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode} client failed:\n{done.stderr[-3000:]}")
+    fields = json.loads(done.stdout.strip().splitlines()[-1])
+    return SteadyResult(**fields) if mode == "steady" else ThroughputResult(**fields)
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.load_clients")
+    modes = parser.add_subparsers(dest="mode", required=True)
+    one = modes.add_parser("steady")
+    one.add_argument("bootstrap")
+    one.add_argument("topic")
+    one.add_argument("rate_per_s", type=float)
+    one.add_argument("duration_s", type=float)
+    two = modes.add_parser("throughput")
+    two.add_argument("bootstrap")
+    two.add_argument("topic")
+    two.add_argument("duration_s", type=float)
+    two.add_argument("warmup_s", type=float)
+    args = parser.parse_args()
+    result: SteadyResult | ThroughputResult
+    if args.mode == "steady":
+        result = steady(args.bootstrap, args.topic, args.rate_per_s, args.duration_s)
+    else:
+        result = throughput(args.bootstrap, args.topic, args.duration_s, args.warmup_s)
+    print(json.dumps(asdict(result)))
+
+
+if __name__ == "__main__":
+    _main()
