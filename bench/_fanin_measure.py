@@ -1,0 +1,232 @@
+# Strategy: one measurement = one route (direct or proxy) at one N, in one trio.run:
+#
+#   1. start N consumers (bench/_fanin_consumer.py) at the topic's end, connecting at most
+#      CONNECT_CONCURRENCY at a time; wait until each has had its first Fetch answer (or has
+#      failed), then let the fleet settle for a moment.
+#   2. window: for `seconds`, the topic stays idle. Before and after, read the relays' request
+#      counts, the CPU seconds of the broker, the relays, the proxy and this process, and the
+#      consumers' answer count; sample the proxy's RSS every second and scrape its /metrics
+#      halfway. The upstream Fetch rate is the relays' Fetch count difference / window.
+#   3. probes: a few times, at a random point of the consumers' 500 ms poll cycle, produce one
+#      record (acks=1) along the same route -- through the proxy's leader port, or straight
+#      to the relay -- and time, per consumer, from just before the Produce is sent until the
+#      consumer's first answer that holds the record. Every consumer's delivery latency of
+#      every probe goes into one list; p50/p99 are read from it.
+#
+# A consumer may hold the probe's record before the producer holds its acknowledgement, so
+# the probe keeps what consumers report until the offset is known (bench/_fanin_consumer.Probe).
+# A Produce answered with an error (REQUEST_TIMED_OUT) may still have been written; the probe
+# then assumes the next offset and learns the truth from where the consumers move to.
+"""One fan-in measurement: N idle consumers on one route, counted, timed and weighed."""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+from dataclasses import dataclass, field
+
+import trio
+
+from bench._fanin_client import ProduceError, Producer, TopicRoute, lookup
+from bench._fanin_consumer import FetchSettings, Fleet, Probe, consume
+from bench._fanin_stack import Stack, cpu_seconds, rss_bytes, scrape_metrics
+
+__all__ = ["CONNECT_CONCURRENCY", "Measurement", "Plan", "measure"]
+
+#: Consumers connecting (TCP + ApiVersions) at once: a ramp, not a SYN flood.
+CONNECT_CONCURRENCY = 200
+#: How long a probe waits for every consumer to have its record.
+PROBE_TIMEOUT_S = 10.0
+#: Pause between probes, so each starts from a fleet that is polling again.
+PROBE_GAP_S = 0.3
+_RSS_SAMPLE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one measurement does."""
+
+    route: str  # "direct" or "proxy"
+    n: int
+    seconds: float
+    probes: int
+    settle_s: float
+    #: Records already in the topic: consumers start here and the next probe lands here.
+    start_offset: int
+    settings: FetchSettings = field(default_factory=FetchSettings)
+
+    @property
+    def setup_timeout_s(self) -> float:
+        return 30.0 + self.n / 50
+
+
+@dataclass
+class Measurement:
+    """Everything one measurement found (rates per second of the window)."""
+
+    route: str
+    n: int
+    up: int = 0
+    failures: dict[str, int] = field(default_factory=dict)
+    window_s: float = 0.0
+    setup_s: float = 0.0
+    upstream_fetch_per_s: float = 0.0
+    upstream_other_per_s: float = 0.0
+    answers_per_s: float = 0.0
+    fetch_versions: dict[int, int] = field(default_factory=dict)
+    sessions: int = 0
+    full_requests: int = 0
+    incremental_requests: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    cpu_percent: dict[str, float] = field(default_factory=dict)
+    proxy_rss_idle_bytes: int = 0
+    proxy_rss_held_bytes: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
+    metrics_delta: dict[str, float] = field(default_factory=dict)
+    latencies_ms: list[float] = field(default_factory=list)
+    ack_ms: list[float] = field(default_factory=list)
+    missed: int = 0
+    #: Produce error code -> probes answered with it.
+    produce_errors: dict[int, int] = field(default_factory=dict)
+    records_produced: int = 0
+
+    @property
+    def proxy_rss_per_held_bytes(self) -> float:
+        if not self.up:
+            return 0.0
+        return (self.proxy_rss_held_bytes - self.proxy_rss_idle_bytes) / self.up
+
+    def latency_percentile_ms(self, q: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _pids(stack: Stack) -> dict[str, int]:
+    pids = {"broker": stack.broker.pid or 0, "proxy": stack.proxy.pid, "consumers": os.getpid()}
+    for i, pid in enumerate(stack.relays.pids):
+        pids[f"relay{i}"] = pid
+    return pids
+
+
+def _cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+_WATCHED_METRICS = (
+    "purgatory_proxy_purgatory_pending",
+    "purgatory_proxy_purgatory_expirations_total",
+    "purgatory_proxy_purgatory_completions_total",
+    "purgatory_proxy_upstream_fetches_total",
+    "purgatory_proxy_memory_pool_used_bytes",
+    "purgatory_proxy_connections",
+)
+
+
+def _watched(samples: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in samples.items() if k.startswith(_WATCHED_METRICS)}
+
+
+async def _entry_route(stack: Stack, plan: Plan) -> TopicRoute:
+    """Where the consumers and the producer of ``plan.route`` connect: the leader, as named."""
+    if plan.route == "proxy":
+        host, port = stack.proxy.host, stack.proxy.port
+    else:
+        host, port = stack.relays.host, stack.relays.port
+    return await lookup(host, port, stack.topic)
+
+
+async def measure(stack: Stack, plan: Plan) -> Measurement:
+    """Run ``plan`` against ``stack`` (see the module comment)."""
+    result = Measurement(plan.route, plan.n)
+    route = await _entry_route(stack, plan)
+    pids = _pids(stack)
+    proxy_pid = stack.proxy.pid
+    fleet = Fleet(plan.n, trio.CapacityLimiter(CONNECT_CONCURRENCY))
+    result.proxy_rss_idle_bytes = rss_bytes(proxy_pid)
+    started = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for index in range(plan.n):
+            nursery.start_soon(consume, index, route, plan.settings, fleet, plan.start_offset)
+        with trio.move_on_after(plan.setup_timeout_s):
+            await fleet.settled.wait()
+        result.setup_s = trio.current_time() - started
+        await trio.sleep(plan.settle_s)
+        result.up = len(fleet.live)
+
+        # -- window ------------------------------------------------------------------------
+        counts_before = await trio.to_thread.run_sync(stack.relays.counts)
+        metrics_before = _watched(await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url))
+        cpu_before = _cpu(pids)
+        answers_before = fleet.answers
+        t0 = trio.current_time()
+        rss_samples: list[int] = []
+        deadline = t0 + plan.seconds
+        scraped_mid = False
+        while (now := trio.current_time()) < deadline:
+            rss_samples.append(rss_bytes(proxy_pid))
+            if not scraped_mid and now - t0 >= plan.seconds / 2:
+                scraped_mid = True
+                result.metrics = _watched(
+                    await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url)
+                )
+            await trio.sleep(min(_RSS_SAMPLE_S, max(0.0, deadline - trio.current_time())))
+        t1 = trio.current_time()
+        cpu_after = _cpu(pids)
+        answers_after = fleet.answers
+        counts_after = await trio.to_thread.run_sync(stack.relays.counts)
+        metrics_after = _watched(await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url))
+        window = result.window_s = t1 - t0
+        fetches = counts_after.get("Fetch", 0) - counts_before.get("Fetch", 0)
+        others = sum(counts_after.values()) - sum(counts_before.values()) - fetches
+        result.upstream_fetch_per_s = fetches / window
+        result.upstream_other_per_s = others / window
+        result.answers_per_s = (answers_after - answers_before) / window
+        result.cpu_percent = {
+            name: 100 * (cpu_after[name] - cpu_before[name]) / window for name in pids
+        }
+        result.proxy_rss_held_bytes = int(statistics.median(rss_samples))
+        result.metrics_delta = {
+            k: v - metrics_before.get(k, 0.0) for k, v in metrics_after.items() if "_total" in k
+        }
+
+        # -- delivery probes ---------------------------------------------------------------
+        producer = await Producer.open(route)
+        try:
+            offset = plan.start_offset
+            for k in range(plan.probes):
+                await trio.sleep(random.uniform(0, plan.settings.max_wait_ms / 1000))
+                probe = Probe(sent_at=trio.current_time(), expected=set(fleet.live))
+                fleet.probe = probe
+                try:
+                    acked: int | None = await producer.produce(f"probe {k}".encode())
+                except ProduceError as exc:
+                    # The record may have been written all the same: judge by where the
+                    # consumers go next.
+                    acked = None
+                    result.produce_errors[exc.error_code] = (
+                        result.produce_errors.get(exc.error_code, 0) + 1
+                    )
+                result.ack_ms.append((trio.current_time() - probe.sent_at) * 1000)
+                probe.acknowledged(offset if acked is None else acked)
+                with trio.move_on_after(PROBE_TIMEOUT_S):
+                    await probe.done.wait()
+                fleet.probe = None
+                result.latencies_ms += probe.latencies_ms()
+                result.missed += len(probe.expected) - len(probe.arrivals)
+                offset = max(offset, probe.highest_next_offset, -1 if acked is None else acked + 1)
+                await trio.sleep(PROBE_GAP_S)
+            result.records_produced = offset - plan.start_offset
+        finally:
+            await producer.aclose()
+        nursery.cancel_scope.cancel()
+
+    result.failures = dict(fleet.failures)
+    result.errors = dict(fleet.errors)
+    result.fetch_versions = dict(fleet.fetch_versions)
+    result.sessions = fleet.sessions
+    result.full_requests = fleet.full_requests
+    result.incremental_requests = fleet.incremental_requests
+    return result

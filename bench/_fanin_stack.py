@@ -1,0 +1,194 @@
+# Strategy: everything the fan-in benchmark runs besides its consumers, as processes owned by
+# one contextlib.ExitStack so they stop in reverse order however a run ends:
+#
+#   Tansu    a private broker (tests/support/processes.running_tansu), fresh for every N, with
+#            one fresh single-partition topic.
+#   relays   bench/_fanin_relay.py, 1 or more processes sharing one port (SO_REUSEPORT), each
+#            with its own control port for its counts. Both routes go through them:
+#                direct:  consumers -> relay -> Tansu
+#                proxy:   consumers -> proxy -> relay -> Tansu   (--upstream is the relay)
+#   proxy    `python -m proxy run` (tests/support/proxy_process.running_proxy) with /metrics
+#            served, so the purgatory's gauges and counters can be read when they exist.
+#
+# Descriptors: this process raises its soft RLIMIT_NOFILE to the hard limit before starting
+# anything, and the children inherit it. How many relay processes a run needs follows from
+# that limit (a relay holds two descriptors per connection).
+#
+# Process accounting (psutil): CPU seconds (user + system) and RSS of each PID, read when
+# the measurement asks; CPU is exact from the kernel's counters whatever the sampling.
+"""The processes behind a fan-in measurement: broker, counting relays, proxy."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+import socket
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench._fanin_relay import raise_descriptor_limit as relay_raise_descriptor_limit
+from bench._throughput_load import create_topic
+from tests.support.processes import Broker, free_port, running_process, running_tansu
+from tests.support.proxy_process import ProxyProcess, running_proxy
+
+__all__ = [
+    "DescriptorLimits",
+    "Relays",
+    "Stack",
+    "cpu_seconds",
+    "raise_descriptor_limit",
+    "rss_bytes",
+    "running_stack",
+    "scrape_metrics",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Descriptors a process keeps for itself (listeners, logs, the interpreter's own files).
+DESCRIPTOR_MARGIN = 200
+
+
+@dataclass(frozen=True)
+class DescriptorLimits:
+    """RLIMIT_NOFILE of this process before and after raising it, and the hard limit."""
+
+    soft_before: int
+    soft: int
+    hard: int
+
+    def relay_processes(self, n: int) -> int:
+        """Relay processes needed for ``n`` relayed connections (two descriptors each)."""
+        per_process = max(1, self.soft - DESCRIPTOR_MARGIN)
+        return max(1, math.ceil(2 * n / per_process))
+
+    def consumers_fit(self, n: int) -> bool:
+        """Whether this process can hold ``n`` consumer connections."""
+        return n + DESCRIPTOR_MARGIN <= self.soft
+
+
+def raise_descriptor_limit() -> DescriptorLimits:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (children inherit it)."""
+    return DescriptorLimits(*relay_raise_descriptor_limit())
+
+
+@dataclass(frozen=True)
+class Relays:
+    """Relay processes sharing ``host:port``; each reports its counts on its control port."""
+
+    host: str
+    port: int
+    pids: tuple[int, ...]
+    control_ports: tuple[int, ...]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def counts(self) -> dict[str, int]:
+        """Requests relayed so far by API name, summed over the processes."""
+        total: dict[str, int] = {}
+        for port in self.control_ports:
+            for name, count in self._snapshot(port)["requests"].items():
+                total[name] = total.get(name, 0) + int(count)
+        return total
+
+    def errors(self) -> list[str]:
+        return [line for port in self.control_ports for line in self._snapshot(port)["errors"]]
+
+    @staticmethod
+    def _snapshot(port: int) -> dict[str, Any]:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+        snapshot: dict[str, Any] = json.loads(data)
+        return snapshot
+
+
+@contextlib.contextmanager
+def running_relays(upstream: Broker, processes: int) -> Iterator[Relays]:
+    """``processes`` relays in front of ``upstream`` on one free port, for the block."""
+    port = free_port()
+    controls = [free_port() for _ in range(processes)]
+    with contextlib.ExitStack() as stack:
+        pids = []
+        for control in controls:
+            command = [
+                sys.executable,
+                "-m",
+                "bench._fanin_relay",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--upstream",
+                upstream.bootstrap,
+                "--control",
+                str(control),
+            ]
+            env = {"PYTHONPATH": str(ROOT)}
+            pids.append(stack.enter_context(running_process(command, control, env=env)))
+        yield Relays("127.0.0.1", port, tuple(pids), tuple(controls))
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A broker with a fresh topic, the relays in front of it, and a proxy in front of those."""
+
+    broker: Broker
+    topic: str
+    relays: Relays
+    proxy: ProxyProcess
+    metrics_url: str
+
+
+@contextlib.contextmanager
+def running_stack(relay_processes: int, proxy_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """Start Tansu, create a topic, start the relays and the proxy; stop them all afterwards."""
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(running_tansu())
+        topic = create_topic(broker.bootstrap)
+        relays = stack.enter_context(running_relays(broker, relay_processes))
+        metrics_port = free_port()
+        proxy = stack.enter_context(
+            running_proxy(
+                relays.bootstrap,
+                "--metrics",
+                f"127.0.0.1:{metrics_port}",
+                env=proxy_env,
+            )
+        )
+        yield Stack(broker, topic, relays, proxy, f"http://127.0.0.1:{metrics_port}/metrics")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds ``pid`` has used so far."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+def rss_bytes(pid: int) -> int:
+    return int(psutil.Process(pid).memory_info().rss)
+
+
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)")
+
+
+def scrape_metrics(url: str) -> dict[str, float]:
+    """``name{labels}`` -> value for every sample /metrics serves (empty if unreachable)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        found = _SAMPLE.match(line)
+        if found and not line.startswith("#"):
+            samples[found["name"] + (found["labels"] or "")] = float(found["value"])
+    return samples

@@ -1,0 +1,383 @@
+# Strategy: issue 6's fan-in benchmark. For each N, a fresh broker, relays and proxy
+# (bench/_fanin_stack.py), then two measurements in the same run (bench/_fanin_measure.py):
+#
+#   direct  N consumers -> relay -> broker
+#   proxy   N consumers -> proxy -> relay -> broker
+#
+# The relay counts the Fetch requests the broker is asked in both cases, so "upstream fetches
+# per second via the proxy / direct" is the fan-in ratio. N idle consumers with
+# fetch.max.wait.ms=500 cost the broker about 2N fetches/s directly; a proxy that holds long
+# polls in its own purgatory should cost it a handful (its per-broker watcher).
+#
+# Everything runs on one shared 2-core machine: the consumers' process, the relays, the
+# broker and the proxy compete for it, so at large N the direct route is limited by CPU (its
+# fetch rate falls short of 2N/s). The table says so by showing the consumers' own answer
+# rate beside the upstream rate.
+#
+# Goals (issue 6), reported, never asserted: upstream fetch rate via the proxy <= 1 % of direct
+# at N = 1,000; delivery p99 <= direct + 20 ms; >= 10,000 held long-polls in <= 1 GiB RSS.
+"""Fan-in: N idle long-polling consumers, direct vs through purgatory-proxy.
+
+Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 12 minutes) or
+``--quick`` (N = 100, 1,000; 5 s windows; about 1 minute). ``--n``, ``--seconds`` and
+``--probes`` override; ``--proxy-env KEY=VALUE`` passes settings to the proxy (for example
+``PURGATORY_PROXY_FETCH__HOLD=false`` to measure plain forwarding). Results go to the
+"fanin" section of docs/benchmarks.md unless ``--no-write``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import psutil
+import trio
+
+from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
+from bench._fanin_stack import DescriptorLimits, Stack, raise_descriptor_limit, running_stack
+from bench._report import machine_line, write_section
+
+__all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
+
+MIB = 1 << 20
+GIB = 1 << 30
+ROUTES = ("direct", "proxy")
+#: Goals from issue 6.
+GOAL_RATIO = 0.01
+GOAL_P99_SLACK_MS = 20.0
+GOAL_HELD = 10_000
+GOAL_RSS_BYTES = GIB
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one run measures."""
+
+    ns: tuple[int, ...]
+    seconds: float
+    probes: int
+    settle_s: float
+    proxy_env: tuple[tuple[str, str], ...] = ()
+
+
+FULL = Config(ns=(100, 1_000, 10_000), seconds=60.0, probes=5, settle_s=2.0)
+QUICK = Config(ns=(100, 1_000), seconds=5.0, probes=2, settle_s=1.0)
+
+
+@dataclass
+class Run:
+    """Every measurement of a run, and what limited it."""
+
+    config: Config
+    limits: DescriptorLimits
+    measurements: list[Measurement] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, route: str, n: int) -> Measurement | None:
+        for m in self.measurements:
+            if m.route == route and m.n == n:
+                return m
+        return None
+
+
+def _proxy_env(config: Config, n: int) -> dict[str, str]:
+    # Kafka's default session cache (1,000 slots) would leave consumers beyond the first
+    # thousand without a session (sessionless full fetches, still held). An operator sizing a
+    # proxy for N consumers sizes the cache too, so the benchmark does; --proxy-env overrides.
+    env = {"PURGATORY_PROXY_FETCH__SESSION_CACHE_SIZE": str(max(1000, n))}
+    env.update(dict(config.proxy_env))
+    return env
+
+
+def _one_n(run: Run, n: int, log: bool) -> None:
+    limits = run.limits
+    if not limits.consumers_fit(n):
+        run.skipped.append(
+            f"N = {n:,}: this process may open {limits.soft:,} descriptors (hard limit "
+            f"{limits.hard:,}), too few for {n:,} consumer connections"
+        )
+        return
+    needed = n * 2 * 1024 * 1024  # a generous 2 MiB per consumer across all processes
+    if psutil.virtual_memory().available < needed:
+        run.skipped.append(f"N = {n:,}: less than {needed // GIB} GiB of memory available")
+        return
+    relays = limits.relay_processes(n)
+    if relays > 1:
+        run.notes.append(
+            f"N = {n:,}: {relays} relay processes share the relay port (a relay holds two "
+            f"descriptors per connection; soft limit {limits.soft:,})"
+        )
+    with running_stack(relays, _proxy_env(run.config, n)) as stack:
+        offset = 0
+        for route in ROUTES:
+            plan = Plan(
+                route=route,
+                n=n,
+                seconds=run.config.seconds,
+                probes=run.config.probes,
+                settle_s=run.config.settle_s,
+                start_offset=offset,
+            )
+            if log:
+                print(f"fanin: N={n:,} {route}: measuring ...", file=sys.stderr, flush=True)
+            result = trio.run(measure, stack, plan)
+            offset += result.records_produced
+            run.measurements.append(result)
+            if log:
+                print(_progress(result), file=sys.stderr, flush=True)
+        _note_proxy_log(run, n, stack)
+
+
+def _note_proxy_log(run: Run, n: int, stack: Stack) -> None:
+    text = stack.proxy.log_text()
+    emfile = text.count("Too many open files")
+    if emfile:
+        run.notes.append(
+            f"N = {n:,}: the proxy logged 'Too many open files' {emfile:,} times "
+            f"(soft limit {run.limits.soft:,})"
+        )
+    relay_errors = stack.relays.errors()
+    if relay_errors:
+        run.notes.append(f"N = {n:,}: relay dropped connections, e.g. {relay_errors[0]}")
+
+
+def _progress(m: Measurement) -> str:
+    p50, p99 = m.latency_percentile_ms(0.5), m.latency_percentile_ms(0.99)
+    return (
+        f"fanin: N={m.n:,} {m.route}: up {m.up:,}, upstream Fetch {m.upstream_fetch_per_s:,.1f}/s, "
+        f"answers {m.answers_per_s:,.1f}/s, proxy CPU {m.cpu_percent.get('proxy', 0):.0f} %, "
+        f"delivery p50 {_ms(p50)} p99 {_ms(p99)} ms, missed {m.missed}, failures {m.failures}"
+    )
+
+
+def run(config: Config, log: bool = True) -> Run:
+    """Measure every N of ``config``; never writes anything."""
+    result = Run(config, raise_descriptor_limit())
+    if result.limits.soft_before < result.limits.soft:
+        result.notes.append(
+            f"RLIMIT_NOFILE soft limit raised from {result.limits.soft_before:,} to "
+            f"{result.limits.soft:,} (the hard limit); the broker, relays and proxy inherit it"
+        )
+    for n in config.ns:
+        _one_n(result, n, log)
+    return result
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _ratio(proxy: Measurement | None, direct: Measurement | None) -> float | None:
+    if proxy is None or direct is None or direct.upstream_fetch_per_s <= 0:
+        return None
+    return proxy.upstream_fetch_per_s / direct.upstream_fetch_per_s
+
+
+def _main_table(run: Run) -> list[str]:
+    lines = [
+        "| N | route | consumers up | upstream Fetch/s | via proxy / direct | answers/s "
+        "| broker CPU % | proxy CPU % | proxy CPU µs/s per held | proxy RSS idle → held MiB "
+        "| RSS KiB per held | delivery p50 / p99 ms | missed |",
+        "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for m in run.measurements:
+        direct = run.get("direct", m.n)
+        ratio = _ratio(m, direct) if m.route == "proxy" else None
+        is_proxy = m.route == "proxy"
+        proxy_cpu = m.cpu_percent.get("proxy", 0.0)
+        per_held_us = 1e4 * proxy_cpu / m.up if is_proxy and m.up else None
+        rss = (
+            f"{m.proxy_rss_idle_bytes / MIB:,.0f} → {m.proxy_rss_held_bytes / MIB:,.0f}"
+            if is_proxy
+            else "-"
+        )
+        per_held_kib = f"{m.proxy_rss_per_held_bytes / 1024:,.1f}" if is_proxy else "-"
+        lines.append(
+            f"| {m.n:,} | {m.route} | {m.up:,} | {m.upstream_fetch_per_s:,.1f} "
+            f"| {'-' if ratio is None else f'{100 * ratio:.1f} %'} | {m.answers_per_s:,.0f} "
+            f"| {m.cpu_percent.get('broker', 0):.0f} | {f'{proxy_cpu:.0f}' if is_proxy else '-'} "
+            f"| {'-' if per_held_us is None else f'{per_held_us:.1f}'} | {rss} | {per_held_kib} "
+            f"| {_ms(m.latency_percentile_ms(0.5))} / {_ms(m.latency_percentile_ms(0.99))} "
+            f"| {m.missed} |"
+        )
+    return lines
+
+
+def _detail_table(run: Run) -> list[str]:
+    lines = [
+        "| N | route | setup s | Fetch version | sessions opened | full / incremental requests "
+        "| other upstream req/s | consumers' CPU % | relays' CPU % | produce ack ms (max) "
+        "| errors / failures |",
+        "|--:|---|--:|---|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for m in run.measurements:
+        relay_cpu = sum(v for k, v in m.cpu_percent.items() if k.startswith("relay"))
+        versions = ", ".join(f"v{v}" for v in sorted(m.fetch_versions)) or "-"
+        trouble = {
+            **m.errors,
+            **m.failures,
+            **{f"produce answered error {code}": v for code, v in m.produce_errors.items()},
+        }
+        lines.append(
+            f"| {m.n:,} | {m.route} | {m.setup_s:.1f} | {versions} | {m.sessions:,} "
+            f"| {m.full_requests:,} / {m.incremental_requests:,} | {m.upstream_other_per_s:.1f} "
+            f"| {m.cpu_percent.get('consumers', 0):.0f} | {relay_cpu:.0f} "
+            f"| {_ms(max(m.ack_ms) if m.ack_ms else None)} "
+            f"| {', '.join(f'{k}: {v}' for k, v in trouble.items()) or 'none'} |"
+        )
+    return lines
+
+
+def _metrics_lines(run: Run) -> list[str]:
+    lines: list[str] = []
+    for m in run.measurements:
+        if m.route != "proxy":
+            continue
+        held = {k: v for k, v in m.metrics.items() if "purgatory_pending" in k}
+        upstream = {k: v for k, v in m.metrics_delta.items() if "upstream_fetches_total" in k}
+        if not held and not upstream:
+            continue
+        parts = [f"{k.split('{')[-1].rstrip('}') or k}: {v:,.0f}" for k, v in sorted(held.items())]
+        ups = [
+            f"{k.split('{')[-1].rstrip('}')}: {v / m.window_s:,.1f}/s"
+            for k, v in sorted(upstream.items())
+        ]
+        lines.append(
+            f"- N = {m.n:,}: held mid-window ({'; '.join(parts) or 'n/a'}); "
+            f"proxy upstream fetches by kind ({'; '.join(ups) or 'n/a'})"
+        )
+    if not lines:
+        lines.append(
+            "- The proxy served no `purgatory_proxy_purgatory_pending` / "
+            "`purgatory_proxy_upstream_fetches_total` series in this run (they arrive with "
+            "issue 6's holding)."
+        )
+    return lines
+
+
+def _goal_lines(run: Run) -> list[str]:
+    rows = ["| goal | measured | met |", "|---|---|---|"]
+    ratio = _ratio(run.get("proxy", 1000), run.get("direct", 1000))
+    rows.append(
+        "| upstream Fetch rate via the proxy ≤ 1 % of direct at N = 1,000 | "
+        + (
+            "not measured | - |"
+            if ratio is None
+            else f"{100 * ratio:.1f} % | {'yes' if ratio <= GOAL_RATIO else 'no'} |"
+        )
+    )
+    for n in run.config.ns:
+        proxy, direct = run.get("proxy", n), run.get("direct", n)
+        p99p = proxy.latency_percentile_ms(0.99) if proxy else None
+        p99d = direct.latency_percentile_ms(0.99) if direct else None
+        if p99p is None or p99d is None:
+            continue
+        met = p99p <= p99d + GOAL_P99_SLACK_MS
+        rows.append(
+            f"| delivery p99 ≤ direct + 20 ms at N = {n:,} | {p99p:,.1f} vs {p99d:,.1f} ms "
+            f"| {'yes' if met else 'no'} |"
+        )
+    big = [m for m in run.measurements if m.route == "proxy" and m.n >= GOAL_HELD]
+    if big:
+        m = big[0]
+        met = m.up >= GOAL_HELD and m.proxy_rss_held_bytes <= GOAL_RSS_BYTES
+        rows.append(
+            f"| ≥ 10,000 held long-polls in ≤ 1 GiB RSS | {m.up:,} consumers up, RSS "
+            f"{m.proxy_rss_held_bytes / MIB:,.0f} MiB | {'yes' if met else 'no'} |"
+        )
+    else:
+        rows.append("| ≥ 10,000 held long-polls in ≤ 1 GiB RSS | not measured | - |")
+    return rows
+
+
+def render(run: Run, command: str) -> str:
+    """The markdown section for docs/benchmarks.md."""
+    c = run.config
+    out = [
+        "## Fan-in: idle long-polling consumers, direct vs through the proxy",
+        "",
+        machine_line(),
+        "",
+        f"Command: `{command}`. Each N gets a fresh Tansu broker, topic, counting relay and proxy; "
+        f"N consumers (one TCP connection each, written with `wire/`, Fetch at the highest "
+        f"version both sides speak, KIP-227 sessions when offered, fetch.max.wait.ms=500, "
+        f"fetch.min.bytes=1) long-poll the idle topic, first straight to the relay "
+        f"(direct), then through the proxy. Window {c.seconds:g} s per route after a "
+        f"{c.settle_s:g} s settle; {c.probes} delivery probes per route (one record produced "
+        f"with acks=1 along the same route at a random point of the poll cycle; latency = "
+        f"produce sent → consumer has it, every consumer of every probe). Upstream Fetch/s is "
+        f"counted at the relay between the route and the broker; CPU % is of one core over the "
+        f"window; proxy RSS is idle (before its consumers connect) and the window's median; "
+        f"consumers connect {CONNECT_CONCURRENCY} at a time.",
+        "",
+        *_main_table(run),
+        "",
+        "Goals (issue 6):",
+        "",
+        *_goal_lines(run),
+        "",
+        "Proxy purgatory metrics (from its `/metrics`):",
+        "",
+        *_metrics_lines(run),
+        "",
+        "Details:",
+        "",
+        *_detail_table(run),
+    ]
+    if run.skipped or run.notes:
+        out += ["", "Limits and notes:", ""]
+        out += [f"- Skipped {line}." for line in run.skipped]
+        out += [f"- {line}." for line in run.notes]
+    return "\n".join(out) + "\n"
+
+
+def _parse_ns(text: str) -> tuple[int, ...]:
+    return tuple(int(part.replace("_", "")) for part in text.split(",") if part)
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--proxy-env wants KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="N = 100, 1,000; 5 s windows")
+    parser.add_argument("--n", type=_parse_ns, help="comma-separated consumer counts")
+    parser.add_argument("--seconds", type=float, help="measurement window per route")
+    parser.add_argument("--probes", type=int, help="delivery probes per route")
+    parser.add_argument(
+        "--proxy-env", action="append", default=[], metavar="KEY=VALUE", help="proxy setting"
+    )
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    config = QUICK if args.quick else FULL
+    env = tuple(_setting(item) for item in args.proxy_env)
+    config = Config(
+        ns=args.n or config.ns,
+        seconds=args.seconds if args.seconds is not None else config.seconds,
+        probes=args.probes if args.probes is not None else config.probes,
+        settle_s=config.settle_s,
+        proxy_env=env,
+    )
+    started = time.monotonic()
+    result = run(config)
+    command = "python -m bench.fanin " + " ".join(argv if argv is not None else sys.argv[1:])
+    markdown = render(result, command.strip())
+    print(markdown)
+    print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    if not args.no_write:
+        write_section("fanin", markdown)
+
+
+if __name__ == "__main__":
+    main()
