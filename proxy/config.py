@@ -145,6 +145,19 @@ class PurgatorySection(_Section):
     """Purge watcher lists when estimated watched - pending exceeds this (Kafka's default)."""
 
 
+class FetchSection(_Section):
+    """Fetch sessions and long-polls terminated in the proxy (issue 6)."""
+
+    hold: bool = True
+    """Hold long-poll fetches and produces in the proxy's purgatory; false forwards them."""
+    watcher_max_wait_ms: int = Field(default=500, ge=1)
+    """How long each broker's watcher long-poll waits upstream for new data."""
+    session_cache_size: int = Field(default=1000, ge=0)
+    """Fetch sessions kept per broker (Kafka: max.incremental.fetch.session.cache.slots)."""
+    response_max_bytes: ByteSize = ByteSize(4 * 1024 * 1024)
+    """Most response bytes one upstream fetch may ask for, reserved from the pool first."""
+
+
 class MetricsSection(_Section):
     """The operators' HTTP endpoint: /metrics, /healthz, /readyz."""
 
@@ -180,6 +193,7 @@ class Config(BaseSettings):
     memory: MemorySection = Field(default_factory=MemorySection)
     connections: ConnectionsSection = Field(default_factory=ConnectionsSection)
     purgatory: PurgatorySection = Field(default_factory=PurgatorySection)
+    fetch: FetchSection = Field(default_factory=FetchSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     log: LogSection = Field(default_factory=LogSection)
 

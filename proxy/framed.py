@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["PeerClosed", "receive_exactly", "receive_frame"]
+__all__ = ["FrameReader", "PeerClosed", "receive_exactly", "receive_frame"]
 
 _SIZE_BYTES = 4
 
@@ -72,3 +72,54 @@ async def receive_frame(stream: trio.SocketStream, size_prefix: bytes, size: int
     except OSError as error:  # the stream would translate this; we read its socket directly
         raise trio.BrokenResourceError(f"socket failed: {error}") from error
     return frame
+
+
+class FrameReader:
+    """Reads one frame after another from a socket stream; safe to cancel at any point.
+
+    Why: the proxy waits for an upstream answer under a deadline (a held produce's timeout),
+    and giving up must not lose the bytes of a frame already half read, or the connection falls
+    out of step. Partial progress lives here, not in a local variable, so the next call resumes
+    where the cancelled one stopped; trio's socket calls either complete or take nothing.
+    """
+
+    __slots__ = ("_frame", "_have", "_prefix", "_stream")
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._prefix = bytearray()
+        self._frame: bytearray | None = None
+        self._have = 0
+
+    async def next_frame(self) -> bytearray:
+        """The next whole frame, size prefix included.
+
+        Raises:
+            PeerClosed: the stream ended (``received`` counts bytes of the unfinished piece).
+            trio.BrokenResourceError: the socket failed.
+        """
+        frame = self._frame
+        if frame is None:
+            prefix = self._prefix
+            while len(prefix) < _SIZE_BYTES:
+                chunk = await self._stream.receive_some(_SIZE_BYTES - len(prefix))
+                if not chunk:
+                    raise PeerClosed(len(prefix))
+                prefix += chunk
+            frame = self._frame = bytearray(_SIZE_BYTES + int.from_bytes(prefix, "big"))
+            frame[:_SIZE_BYTES] = prefix
+            self._have = _SIZE_BYTES
+            prefix.clear()
+        view = memoryview(frame)
+        end = len(frame)
+        sock = self._stream.socket
+        try:
+            while self._have < end:
+                received = await sock.recv_into(view[self._have :])
+                if not received:
+                    raise PeerClosed(self._have - _SIZE_BYTES)
+                self._have += received
+        except OSError as error:
+            raise trio.BrokenResourceError(f"socket failed: {error}") from error
+        self._frame = None
+        return frame

@@ -13,10 +13,10 @@
 #     counters. Reading them when Prometheus asks costs nothing while nobody asks, and the hot
 #     path never updates a gauge.
 #
-# Purgatory hook: the held-requests work (issue 6) attaches each Purgatory it runs with
-# ``attach_purgatory("fetch" | "produce", purgatory)`` and sets ``purgatory_clock_lag_seconds``
-# and ``fanin_watcher_requests_total`` from its clock task and upstream watchers. Until then the
-# purgatory families are simply absent from /metrics (no made-up zeros).
+# Purgatories: proxy/fetching.py attaches the fetch and produce purgatories with
+# ``attach_purgatory``; ``upstream_fetches_total`` counts what held fetches cost the cluster.
+# With [fetch] hold = false nothing is attached and the purgatory families are absent from
+# /metrics (no made-up zeros).
 """Prometheus metrics of one proxy: per-API request series, connections, pool, purgatory."""
 
 from __future__ import annotations
@@ -115,9 +115,11 @@ class Metrics:
             "How late the purgatory's clock task last woke (set by the clock task).",
             registry=r,
         )
-        self.fanin_watcher_requests = Counter(
-            f"{PREFIX}_fanin_watcher_requests",
-            "Upstream long-polls sent by the per-broker fetch watchers.",
+        self.upstream_fetches = Counter(
+            f"{PREFIX}_upstream_fetches",
+            "Fetches the proxy sent upstream for held client fetches, by kind: immediate (a "
+            "client fetch forwarded at once), refetch (after a wake-up), watcher (long-polls).",
+            ["kind"],
             registry=r,
         )
         self._state = _StateCollector(pool)

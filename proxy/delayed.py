@@ -1,0 +1,95 @@
+# Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce.
+#
+# Both are synchronous state checks over data the proxy already has (proxy/partition_state.py);
+# neither ever awaits (the purgatory's contract). Whoever holds one awaits its `done` event.
+#
+# - DelayedFetch watches its partitions. It completes when one of them has something the client
+#   has not seen: the readable end passed the offset the last fetch reached, an error, or a
+#   produce through the proxy made it stale. It does not count bytes: the holder re-fetches on
+#   completion and holds again while the fetch's min_bytes is not met (Kafka's DelayedFetch
+#   counts bytes from its local log instead, which the proxy does not have).
+# - DelayedProduce watches nothing: the upstream answer completes it (force_complete by the
+#   reader of the answer); its deadline is the request's timeout_ms, and expiring cancels the
+#   read of that answer so the client gets REQUEST_TIMED_OUT.
+"""The delayed operations the proxy's purgatories hold: fetches and produces."""
+
+from __future__ import annotations
+
+import trio
+
+from proxy.partition_state import PartitionKey, PartitionStates
+from proxy.purgatory import DelayedOperation
+
+__all__ = ["DelayedFetch", "DelayedProduce"]
+
+
+class DelayedFetch(DelayedOperation):
+    """A client fetch waiting for new data on any of its partitions.
+
+    Args:
+        delay_ms: what is left of the fetch's max_wait_ms.
+        states: the proxy's knowledge of partitions.
+        reached: per partition (canonical key), the offset the client's view already covers:
+            the fetch completes once a partition's readable end passes it.
+        isolation_level: the fetch's (read_committed reads up to the last stable offset).
+    """
+
+    __slots__ = ("_isolation_level", "_reached", "_states", "done", "expired")
+
+    def __init__(
+        self,
+        delay_ms: int,
+        states: PartitionStates,
+        reached: list[tuple[PartitionKey, int]],
+        isolation_level: int,
+    ) -> None:
+        super().__init__(delay_ms)
+        self._states = states
+        self._reached = reached
+        self._isolation_level = isolation_level
+        self.done = trio.Event()
+        self.expired = False
+
+    @property
+    def keys(self) -> list[PartitionKey]:
+        return [key for key, _ in self._reached]
+
+    def try_complete(self) -> bool:
+        states, isolation = self._states, self._isolation_level
+        for key, offset in self._reached:
+            state = states.get(key)
+            if state is None:
+                continue  # never answered for: only a produce (which creates it) can tell
+            if state.stale or state.error_code or state.available(isolation) > offset:
+                return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+    def on_expiration(self) -> None:
+        self.expired = True
+
+
+class DelayedProduce(DelayedOperation):
+    """A forwarded produce waiting for its upstream answer, at most its timeout_ms.
+
+    ``scope`` is the cancel scope of the wait for the answer; expiry cancels it.
+    """
+
+    __slots__ = ("expired", "scope")
+
+    def __init__(self, delay_ms: int, scope: trio.CancelScope) -> None:
+        super().__init__(delay_ms)
+        self.scope = scope
+        self.expired = False
+
+    def try_complete(self) -> bool:
+        return False  # only the arrival of the answer completes it (force_complete)
+
+    def on_complete(self) -> None:
+        pass
+
+    def on_expiration(self) -> None:
+        self.expired = True
+        self.scope.cancel()

@@ -1,0 +1,219 @@
+# Strategy: a client fetch, once its session context is known (proxy/fetch_session.py), is
+# answered from sessionless upstream fetches. This module is the pure part of that: which
+# upstream request to send, what an upstream answer teaches the proxy, whether it satisfies the
+# client, and the response the client gets. No trio, no sockets (like wire/).
+#
+# Keys: the client names a partition by topic name (Fetch <= v12) or topic id (v13+); its
+# session, the upstream request (sent at the client's own version) and the upstream answer all
+# use that same form ("client keys"). The proxy's shared knowledge (PartitionStates, the
+# purgatory's watch keys) uses canonical keys (topic names where the id is known).
+"""Upstream fetch requests and client fetch responses, built from a fetch context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from proxy.fetch_session import FetchContext, PartitionNews
+from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_response import (
+    FetchableTopicResponse,
+    FetchResponse,
+    NodeEndpoint,
+    PartitionData,
+)
+
+__all__ = [
+    "IMMEDIATE_MAX_WAIT_MS",
+    "FetchResults",
+    "build_response",
+    "canonical",
+    "error_response",
+    "learn",
+    "reached_offsets",
+    "satisfied",
+    "upstream_request",
+]
+
+#: The max wait of the proxy's immediate upstream fetches. Kafka would take 0; Tansu answers a
+#: 0 ms fetch with no partitions at all, and 1 ms with min_bytes 0 returns at once.
+IMMEDIATE_MAX_WAIT_MS = 1
+
+#: The partition as the client names it: (topic name or topic id, partition index).
+ClientKey = tuple[str | UUID, int]
+
+
+@dataclass(slots=True)
+class FetchResults:
+    """One upstream fetch's answer, by client key (records are views into its frame)."""
+
+    partitions: dict[ClientKey, PartitionData] = field(default_factory=dict)
+    throttle_time_ms: int = 0
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, response: FetchResponse) -> FetchResults:
+        partitions = {}
+        for topic in response.responses:
+            name: str | UUID = topic.topic_id if topic.topic_id.int else topic.topic
+            for data in topic.partitions:
+                partitions[name, data.partition_index] = data
+        return cls(partitions, response.throttle_time_ms, response.node_endpoints)
+
+
+def canonical(key: ClientKey, names: TopicNames) -> PartitionKey:
+    """The proxy-wide key of a partition the client names by ``key``."""
+    topic, index = key
+    if isinstance(topic, UUID):
+        return names.name_of(topic) or topic, index
+    return key
+
+
+def upstream_request(request: FetchRequest, context: FetchContext, max_bytes: int) -> FetchRequest:
+    """A sessionless, immediate fetch of every partition of ``context`` (the session's whole
+    set for an incremental fetch), with the client's offsets and at most ``max_bytes``."""
+    topics: dict[str | UUID, FetchTopic] = {}
+    for (name, index), cached in context.partitions.items():
+        topic = topics.get(name)
+        if topic is None:
+            if isinstance(name, UUID):
+                topic = topics[name] = FetchTopic(topic_id=name)
+            else:
+                topic = topics[name] = FetchTopic(topic=name)
+        topic.partitions.append(
+            FetchPartition(
+                partition=index,
+                current_leader_epoch=cached.current_leader_epoch,
+                fetch_offset=cached.fetch_offset,
+                last_fetched_epoch=cached.last_fetched_epoch,
+                log_start_offset=cached.log_start_offset,
+                partition_max_bytes=cached.partition_max_bytes,
+            )
+        )
+    return FetchRequest(
+        cluster_id=request.cluster_id,
+        replica_id=request.replica_id,
+        replica_state=request.replica_state,
+        max_wait_ms=IMMEDIATE_MAX_WAIT_MS,
+        min_bytes=0,
+        max_bytes=max(1, min(request.max_bytes, max_bytes)),
+        isolation_level=request.isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        topics=list(topics.values()),
+        rack_id=request.rack_id,
+    )
+
+
+def learn(results: FetchResults, states: PartitionStates, names: TopicNames) -> list[PartitionKey]:
+    """Record what an upstream answer says about each partition; the canonical keys whose
+    knowledge changed (their waiting fetches should be checked)."""
+    changed = []
+    for key, data in results.partitions.items():
+        ckey = canonical(key, names)
+        if states.learn(
+            ckey,
+            data.high_watermark,
+            data.last_stable_offset,
+            data.log_start_offset,
+            data.error_code,
+        ):
+            changed.append(ckey)
+    return changed
+
+
+def satisfied(results: FetchResults, min_bytes: int) -> bool:
+    """Kafka's rule for answering at once: an error on any partition, or min_bytes of records."""
+    total = 0
+    for data in results.partitions.values():
+        if data.error_code:
+            return True
+        if data.records is not None:
+            total += len(data.records)
+    return total >= max(min_bytes, 1)
+
+
+def reached_offsets(
+    context: FetchContext,
+    states: PartitionStates,
+    names: TopicNames,
+    isolation_level: int,
+) -> list[tuple[PartitionKey, int]]:
+    """Per partition (canonical key), the offset past which new data would wake the fetch:
+    the readable end the proxy knows, or the fetch offset if that is further."""
+    reached = []
+    for key, cached in context.partitions.items():
+        ckey = canonical(key, names)
+        state = states.get(ckey)
+        offset = cached.fetch_offset
+        if state is not None and not state.stale:
+            offset = max(offset, state.available(isolation_level))
+        reached.append((ckey, offset))
+    return reached
+
+
+def build_response(
+    context: FetchContext,
+    results: FetchResults,
+    states: PartitionStates,
+    names: TopicNames,
+    now_ms: int,
+) -> FetchResponse:
+    """The client's response: the upstream answer's partitions, the session id, and for an
+    incremental session only the partitions with news (KIP-227)."""
+    parts: dict[ClientKey, PartitionData] = {}
+    news: dict[ClientKey, PartitionNews] = {}
+    for key, cached in context.partitions.items():
+        data = results.partitions.get(key)
+        if data is None:
+            # Not in the answer (the fetch was not sent upstream, or the broker left it out):
+            # report what the proxy knows, with no records.
+            state = states.get(canonical(key, names))
+            if state is not None:
+                high, stable, start = (
+                    state.high_watermark, state.last_stable_offset, state.log_start_offset
+                )  # fmt: skip
+            else:
+                high, stable, start = (
+                    cached.told_high_watermark,
+                    cached.told_last_stable_offset,
+                    cached.told_log_start_offset,
+                )
+            data = PartitionData(
+                partition_index=key[1],
+                high_watermark=high,
+                last_stable_offset=stable,
+                log_start_offset=start,
+                records=b"",
+            )
+        parts[key] = data
+        news[key] = PartitionNews(
+            high_watermark=data.high_watermark,
+            last_stable_offset=data.last_stable_offset,
+            log_start_offset=data.log_start_offset,
+            has_records=bool(data.records),
+            error_code=data.error_code,
+        )
+    session_id, carried = context.respond(news, now_ms)
+    topics: dict[str | UUID, FetchableTopicResponse] = {}
+    for key in carried:
+        name = key[0]
+        topic = topics.get(name)
+        if topic is None:
+            if isinstance(name, UUID):
+                topic = topics[name] = FetchableTopicResponse(topic_id=name)
+            else:
+                topic = topics[name] = FetchableTopicResponse(topic=name)
+        topic.partitions.append(parts[key])
+    return FetchResponse(
+        throttle_time_ms=results.throttle_time_ms,
+        session_id=session_id,
+        responses=list(topics.values()),
+        node_endpoints=results.node_endpoints,
+    )
+
+
+def error_response(error_code: int) -> FetchResponse:
+    """A fetch refused as a whole (a session error): the code at the top level, nothing else."""
+    return FetchResponse(error_code=error_code)

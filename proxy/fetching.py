@@ -1,0 +1,282 @@
+# Strategy: everything held requests share, owned by one object per proxy (issue 6).
+#
+#   Fetching.run()  (in the server's nursery)
+#   ├── fetch purgatory clock      DelayedFetch: client fetches waiting for data
+#   ├── produce purgatory clock    DelayedProduce: forwarded produces waiting for their answer
+#   └── per broker, started on first use:
+#       ├── refetch channel's reader   BrokerChannel for re-fetches after a wake-up
+#       └── watcher + its channel      UpstreamWatcher (its long-polls need a connection of
+#                                      their own: a broker answers a connection in order)
+#
+# A client connection (proxy/client.py) calls `plan` when a Fetch arrives (session bookkeeping,
+# and whether the broker must be asked at all), sends the immediate upstream fetch on its own
+# upstream connection when it must, and then `answer` produces the client's response, holding
+# the fetch in the purgatory as long as Kafka would. `produced` is the produce side's wake-up.
+"""Held fetches and produces: sessions, partition knowledge, purgatories, watchers."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from proxy.broker_channel import BrokerChannel
+from proxy.delayed import DelayedFetch
+from proxy.errors import UpstreamUnavailable
+from proxy.fetch_answer import (
+    FetchResults,
+    build_response,
+    canonical,
+    error_response,
+    learn,
+    reached_offsets,
+    satisfied,
+    upstream_request,
+)
+from proxy.fetch_session import ContextKind, FetchContext, FetchSessionCache
+from proxy.memory import Lease
+from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.purgatory import Purgatory, current_time_ms
+from proxy.upstream_watcher import UpstreamWatcher
+from wire.messages.fetch_request import FetchRequest
+from wire.messages.fetch_response import FetchResponse
+
+if TYPE_CHECKING:
+    from proxy.server import Proxy
+
+__all__ = ["FetchTicket", "Fetching"]
+
+log = logging.getLogger("purgatory_proxy.fetching")
+
+
+@dataclass(slots=True, eq=False)  # identity: a connection keeps a set of its tickets
+class FetchTicket:
+    """One client fetch on its way through the proxy.
+
+    Attributes:
+        request: the client's request, decoded.
+        version: its Fetch version (the upstream fetches use the same one).
+        node_id: the broker it was sent to.
+        context: its session context (proxy/fetch_session.py).
+        deadline_ms: arrival + max_wait_ms, on the purgatory's clock.
+        ask_upstream: an immediate fetch must go upstream (False: the proxy knows there is
+            nothing new, or the context is a session error).
+        lease: the pool memory reserved for the upstream answer the response is built from.
+        held_ms: time spent in the purgatory so far.
+    """
+
+    request: FetchRequest
+    version: int
+    node_id: int
+    context: FetchContext
+    deadline_ms: int
+    ask_upstream: bool
+    lease: Lease | None = None
+    held_ms: float = 0.0
+    expired: bool = False
+
+    def release(self) -> None:
+        lease, self.lease = self.lease, None
+        if lease is not None and not lease.released:
+            lease.release()
+
+
+class Fetching:
+    """Held fetches and produces of one proxy."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        config = proxy.config
+        self._proxy = proxy
+        self._pool = proxy.pool
+        self._metrics = proxy.metrics
+        self.response_max_bytes = min(
+            int(config.fetch.response_max_bytes), proxy.pool.max_allocation_bytes
+        )
+        self._session_cache_size = config.fetch.session_cache_size
+        self._watcher_max_wait_ms = config.fetch.watcher_max_wait_ms
+        self._connect_timeout_s = config.upstream.connect_timeout_ms / 1000
+        purgatory = config.purgatory
+        self.fetches = Purgatory(
+            tick_ms=purgatory.tick_ms,
+            wheel_size=purgatory.wheel_size,
+            purge_interval=purgatory.purge_interval,
+        )
+        self.produces = Purgatory(
+            tick_ms=purgatory.tick_ms,
+            wheel_size=purgatory.wheel_size,
+            purge_interval=purgatory.purge_interval,
+        )
+        self.states = PartitionStates()
+        self.names: TopicNames = proxy.topic_names
+        self._sessions: dict[int, FetchSessionCache] = {}
+        self._refetch_channels: dict[int, BrokerChannel] = {}
+        self._watchers: dict[int, UpstreamWatcher] = {}
+        self._nursery: trio.Nursery | None = None
+        self._immediate = self._metrics.upstream_fetches.labels("immediate")
+        self._refetches = self._metrics.upstream_fetches.labels("refetch")
+        self._metrics.attach_purgatory("fetch", self.fetches)
+        self._metrics.attach_purgatory("produce", self.produces)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the purgatories' clocks and, as brokers are used, their channels and watchers."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.fetches.run)
+            await nursery.start(self.produces.run)
+            self._nursery = nursery
+            task_status.started()
+
+    # -- the fetch path ----------------------------------------------------------------
+
+    def plan(self, node_id: int, request: FetchRequest, version: int) -> FetchTicket:
+        """Apply the request to its session and decide whether the broker must be asked."""
+        now_ms = current_time_ms()
+        cache = self._sessions.get(node_id)
+        if cache is None:
+            cache = self._sessions[node_id] = FetchSessionCache(self._session_cache_size)
+        context = cache.new_context(request, now_ms)
+        ticket = FetchTicket(
+            request, version, node_id, context, now_ms + max(request.max_wait_ms, 0), True
+        )
+        if context.kind is ContextKind.ERROR or (
+            request.max_wait_ms > 0 and context.partitions and self._nothing_new(ticket, now_ms)
+        ):
+            ticket.ask_upstream = False
+        if ticket.ask_upstream:
+            self._immediate.inc()
+        return ticket
+
+    def _nothing_new(self, ticket: FetchTicket, now_ms: int) -> bool:
+        names, states = self.names, self.states
+        isolation = ticket.request.isolation_level
+        return all(
+            states.nothing_new(canonical(key, names), cached.fetch_offset, isolation, now_ms)
+            for key, cached in ticket.context.partitions.items()
+        )
+
+    def immediate_request(self, ticket: FetchTicket) -> FetchRequest:
+        return upstream_request(ticket.request, ticket.context, self.response_max_bytes)
+
+    async def answer(self, ticket: FetchTicket, first: FetchResponse | None) -> FetchResponse:
+        """The client's response: from ``first`` (the immediate upstream answer, if one was
+        asked for), after holding the fetch in the purgatory while Kafka would.
+
+        The memory behind the records in the response is ``ticket.lease``; the caller releases
+        it (``ticket.release()``) once the response is written.
+        """
+        context = ticket.context
+        if context.kind is ContextKind.ERROR:
+            return error_response(context.error_code)
+        request = ticket.request
+        results = FetchResults()
+        if first is not None:
+            if first.error_code:  # the broker refused the whole fetch: pass it on
+                return error_response(first.error_code)
+            results = FetchResults.of(first)
+            self._learn(ticket, results)
+        now_ms = current_time_ms()
+        while (
+            now_ms < ticket.deadline_ms
+            and context.partitions
+            and not satisfied(results, request.min_bytes)
+        ):
+            woken = await self._hold(ticket, now_ms)
+            if not woken:
+                ticket.expired = True
+                break
+            try:
+                results = await self._refetch(ticket)
+            except UpstreamUnavailable as error:
+                # Answer with what the proxy has; the client's next fetch meets the failure on
+                # its own connection, where it belongs.
+                log.debug("re-fetch for broker %d failed: %s", ticket.node_id, error)
+                break
+            now_ms = current_time_ms()
+        return build_response(context, results, self.states, self.names, current_time_ms())
+
+    async def _hold(self, ticket: FetchTicket, now_ms: int) -> bool:
+        """Wait in the purgatory until a partition has news (True) or the deadline (False)."""
+        operation = DelayedFetch(
+            ticket.deadline_ms - now_ms,
+            self.states,
+            reached_offsets(
+                ticket.context, self.states, self.names, ticket.request.isolation_level
+            ),
+            ticket.request.isolation_level,
+        )
+        keys = operation.keys
+        started_s = trio.current_time()
+        try:
+            if not self.fetches.try_complete_else_watch(operation, keys, now_ms):
+                self._watcher(ticket.node_id).want(keys, ticket.deadline_ms)
+                await operation.done.wait()
+        finally:
+            # A connection that dies while its fetch waits leaves nothing in the purgatory.
+            if not operation.is_completed:
+                operation.force_complete()
+            ticket.held_ms += (trio.current_time() - started_s) * 1000
+        return not operation.expired
+
+    async def _refetch(self, ticket: FetchTicket) -> FetchResults:
+        """Fetch the ticket's partitions again (after a wake-up), paying from the pool first."""
+        ticket.release()  # the previous answer is replaced; never hold two leases
+        ticket.lease = await self._pool.allocate(self.response_max_bytes)
+        self._refetches.inc()
+        channel = self._refetch_channel(ticket.node_id)
+        response = await channel.request(self.immediate_request(ticket), ticket.version)
+        assert isinstance(response, FetchResponse)
+        if response.error_code:
+            return FetchResults()
+        results = FetchResults.of(response)
+        self._learn(ticket, results)
+        return results
+
+    def _learn(self, ticket: FetchTicket, results: FetchResults) -> None:
+        """Record an upstream answer and wake the fetches it concerns. A partition the answer
+        left out counts as answered too (with nothing new): otherwise a stale mark would
+        wake this very fetch again at once, for ever."""
+        for key in ticket.context.partitions:
+            if key not in results.partitions:
+                self.states.settle(canonical(key, self.names))
+        for key in learn(results, self.states, self.names):
+            self.fetches.check_and_complete(key)
+
+    # -- the produce side ----------------------------------------------------------------
+
+    def produced(self, keys: list[PartitionKey]) -> None:
+        """Records landed on ``keys`` through the proxy: wake the fetches waiting on them."""
+        states, fetches = self.states, self.fetches
+        for key in keys:
+            states.invalidate(key)
+            fetches.check_and_complete(key)
+
+    # -- per-broker resources ----------------------------------------------------------
+
+    def _channel(self, node_id: int) -> BrokerChannel:
+        address = self._proxy.routing.upstream_of(node_id)
+        if address is None or self._nursery is None:
+            raise RuntimeError(f"no upstream address known for broker {node_id}")
+        return BrokerChannel(address, self._nursery, self._connect_timeout_s)
+
+    def _refetch_channel(self, node_id: int) -> BrokerChannel:
+        channel = self._refetch_channels.get(node_id)
+        if channel is None:
+            channel = self._refetch_channels[node_id] = self._channel(node_id)
+        return channel
+
+    def _watcher(self, node_id: int) -> UpstreamWatcher:
+        watcher = self._watchers.get(node_id)
+        if watcher is None:
+            watcher = self._watchers[node_id] = UpstreamWatcher(
+                node_id,
+                self._channel(node_id),
+                self.states,
+                self.names,
+                self.fetches,
+                self._watcher_max_wait_ms,
+                self._metrics,
+            )
+            assert self._nursery is not None
+            self._nursery.start_soon(watcher.run)
+        return watcher

@@ -1,0 +1,144 @@
+# Strategy: what the proxy knows about each partition's log end, so a held fetch can tell
+# "nothing new" without asking the broker.
+#
+# Every upstream fetch answer (a client's immediate fetch, a re-fetch after a wake, the
+# watcher's long-poll) reports the partition's high watermark, last stable offset and log start
+# offset; they are recorded here. A produce through the proxy makes the partition *stale*: its
+# log end moved by an amount only the broker knows. Knowledge is trusted for skipping an upstream
+# fetch only while the broker's watcher covers the partition (``watched_until_ms``): outside that
+# window someone who bypasses the proxy may have written to it.
+#
+# Keys are (topic name, partition). Clients on Fetch/Produce v13+ name topics by id; the
+# TopicNames registry, fed by the Metadata responses the proxy rewrites, turns ids into names so
+# a produce by id wakes a fetch by name and the watcher (which fetches by name) can cover both.
+# An id the registry has not seen stays a UUID key: it still works for wake-ups between clients
+# that use ids, it is just not watched.
+"""Known log ends of partitions, and the topic id -> name registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+__all__ = ["PartitionKey", "PartitionState", "PartitionStates", "TopicNames"]
+
+#: (topic name, or a topic id the registry does not know; partition index)
+PartitionKey = tuple[str | UUID, int]
+
+READ_COMMITTED = 1
+
+
+class TopicNames:
+    """Topic ids to names, learned from Metadata responses (v10+ carry ids)."""
+
+    def __init__(self) -> None:
+        self._names: dict[UUID, str] = {}
+        self._ids: dict[str, UUID] = {}
+
+    def learn(self, topic_id: UUID, name: str) -> None:
+        if topic_id.int and name:
+            self._names[topic_id] = name
+            self._ids[name] = topic_id
+
+    def name_of(self, topic_id: UUID) -> str | None:
+        return self._names.get(topic_id)
+
+    def id_of(self, name: str) -> UUID | None:
+        return self._ids.get(name)
+
+    def key(self, topic: str, topic_id: UUID, partition: int) -> PartitionKey:
+        """The canonical key of a partition named by ``topic`` (old versions) or ``topic_id``."""
+        if topic_id.int:
+            return self._names.get(topic_id, topic_id), partition
+        return topic, partition
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """The last answer the broker gave about one partition."""
+
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    error_code: int = 0
+    #: A produce landed since the last answer: the log end is unknown.
+    stale: bool = True
+    #: The watcher's long-poll covers this partition until then (proxy clock, ms).
+    watched_until_ms: int = -1
+
+    def available(self, isolation_level: int) -> int:
+        """The offset a consumer with this isolation level may read up to (exclusive)."""
+        if isolation_level == READ_COMMITTED and self.last_stable_offset >= 0:
+            return self.last_stable_offset
+        return self.high_watermark
+
+
+class PartitionStates:
+    """Every partition the proxy has fetched from, by :data:`PartitionKey`."""
+
+    def __init__(self) -> None:
+        self._states: dict[PartitionKey, PartitionState] = {}
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def get(self, key: PartitionKey) -> PartitionState | None:
+        return self._states.get(key)
+
+    def learn(
+        self,
+        key: PartitionKey,
+        high_watermark: int,
+        last_stable_offset: int,
+        log_start_offset: int,
+        error_code: int,
+    ) -> bool:
+        """Record a broker's answer; True if it tells a waiting fetch something new (the log
+        end moved, an error appeared, or the partition had been stale)."""
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = PartitionState()
+        changed = (
+            state.stale
+            or error_code != state.error_code
+            or high_watermark != state.high_watermark
+            or last_stable_offset != state.last_stable_offset
+            or log_start_offset != state.log_start_offset
+        )
+        state.high_watermark = high_watermark
+        state.last_stable_offset = last_stable_offset
+        state.log_start_offset = log_start_offset
+        state.error_code = error_code
+        state.stale = False
+        return changed
+
+    def invalidate(self, key: PartitionKey) -> None:
+        """A produce landed on ``key``: its log end is no longer known."""
+        state = self._states.get(key)
+        if state is None:
+            self._states[key] = PartitionState()  # stale from birth
+        else:
+            state.stale = True
+
+    def settle(self, key: PartitionKey) -> None:
+        """The broker was asked about ``key`` and said nothing: no longer stale."""
+        state = self._states.get(key)
+        if state is not None:
+            state.stale = False
+
+    def nothing_new(
+        self, key: PartitionKey, fetch_offset: int, isolation: int, now_ms: int
+    ) -> bool:
+        """True only when a fetch at ``fetch_offset`` is known to find no records right now:
+        the watcher covers the partition, no produce made it stale, no error, and the offset
+        sits exactly at the readable end (an offset past it is out of range: the broker must
+        say so)."""
+        state = self._states.get(key)
+        return (
+            state is not None
+            and not state.stale
+            and state.error_code == 0
+            and state.watched_until_ms >= now_ms
+            and fetch_offset == state.available(isolation)
+            and fetch_offset >= state.log_start_offset
+        )

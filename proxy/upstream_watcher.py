@@ -1,0 +1,154 @@
+# Strategy: one long-poll per broker stands in for every fetch held for that broker's partitions
+# (DESIGN "The purgatory": waiting never occupies an upstream socket per client).
+#
+# Held fetches declare the partitions they wait on (`want`, until their deadline plus a linger,
+# so a consumer's next fetch finds the partition still covered). The watcher fetches all of them
+# at their known high watermark, sessionless, with min_bytes 1 and max_wait watcher_max_wait_ms:
+# the broker answers when any of them grows, or at the deadline. Each answer goes into the
+# PartitionStates; a partition whose state changed gets `check_and_complete`, which wakes the
+# fetches waiting on it. While a poll covering a partition is out, its state counts as fresh
+# (`watched_until_ms`), which is what lets a fetch at the known end skip the broker entirely.
+#
+# The watcher fetches by topic name at one fixed version (v12: names, flexible, last stable
+# offset and log start offset); partitions known only by topic id are not watched (their held
+# fetches still wake on produces through the proxy and on their deadline).
+#
+# A poll only covers the partitions wanted when it was sent: a partition wanted later is added
+# to the next poll, at most one max wait later. The broker answers one connection's requests in
+# order, so the watcher has a BrokerChannel of its own.
+"""The per-broker upstream watcher: one long-poll over the union of held fetches' partitions."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from proxy.broker_channel import BrokerChannel
+from proxy.errors import UpstreamUnavailable
+from proxy.fetch_answer import FetchResults, learn
+from proxy.metrics import Metrics
+from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.purgatory import Purgatory, current_time_ms
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_response import FetchResponse
+
+__all__ = ["WATCH_VERSION", "UpstreamWatcher"]
+
+log = logging.getLogger("purgatory_proxy.watcher")
+
+#: Fetch version of the watcher's polls (topic names; the last one before topic ids).
+WATCH_VERSION = 12
+#: A poll answered this much sooner than its max wait with nothing new is a broker that does
+#: not long-poll; the watcher then pauses instead of spinning.
+_EARLY_FRACTION = 0.5
+_PAUSE_S = 0.05
+_RETRY_S = 0.5
+
+
+class UpstreamWatcher:
+    """Long-polls one broker for the partitions that held fetches wait on."""
+
+    def __init__(
+        self,
+        node_id: int,
+        channel: BrokerChannel,
+        states: PartitionStates,
+        names: TopicNames,
+        purgatory: Purgatory,
+        max_wait_ms: int,
+        metrics: Metrics,
+    ) -> None:
+        self.node_id = node_id
+        self._channel = channel
+        self._states = states
+        self._names = names
+        self._purgatory = purgatory
+        self._max_wait_ms = max_wait_ms
+        self._polls = metrics.upstream_fetches.labels("watcher")
+        self._wanted: dict[PartitionKey, int] = {}
+        self._more = trio.Event()
+
+    def want(self, keys: list[PartitionKey], until_ms: int) -> None:
+        """Cover ``keys`` until ``until_ms`` (plus one max wait of linger)."""
+        until_ms += self._max_wait_ms
+        wanted = self._wanted
+        for key in keys:
+            if not isinstance(key[0], str):
+                continue
+            previous = wanted.get(key)
+            if previous is None:
+                self._more.set()
+            if previous is None or previous < until_ms:
+                wanted[key] = until_ms
+
+    async def run(self) -> None:
+        while True:
+            request, keys = self._next_poll(current_time_ms())
+            if request is None:
+                self._more = trio.Event()
+                await self._more.wait()
+                continue
+            sent_ms = current_time_ms()
+            covered_until = sent_ms + self._max_wait_ms
+            for key in keys:
+                state = self._states.get(key)
+                if state is not None:
+                    state.watched_until_ms = covered_until
+            self._polls.inc()
+            try:
+                response = await self._channel.request(request, WATCH_VERSION)
+            except UpstreamUnavailable as error:
+                self._uncover(keys)
+                log.debug("watcher for broker %d: %s", self.node_id, error)
+                await trio.sleep(_RETRY_S)
+                continue
+            assert isinstance(response, FetchResponse)
+            changed = learn(FetchResults.of(response), self._states, self._names)
+            for key in changed:
+                self._purgatory.check_and_complete(key)
+            if response.error_code:
+                self._uncover(keys)
+                await trio.sleep(_RETRY_S)
+            elif not changed and current_time_ms() - sent_ms < self._max_wait_ms * _EARLY_FRACTION:
+                await trio.sleep(_PAUSE_S)
+
+    def _next_poll(self, now_ms: int) -> tuple[FetchRequest | None, list[PartitionKey]]:
+        """The poll to send now, over every partition still wanted whose end is known."""
+        for key in [key for key, until in self._wanted.items() if until < now_ms]:
+            del self._wanted[key]
+        topics: dict[str, FetchTopic] = {}
+        keys = []
+        for key in self._wanted:
+            state = self._states.get(key)
+            if state is None or state.high_watermark < 0:
+                continue
+            name = key[0]
+            assert isinstance(name, str)
+            topic = topics.get(name)
+            if topic is None:
+                topic = topics[name] = FetchTopic(topic=name)
+            topic.partitions.append(
+                FetchPartition(
+                    partition=key[1], fetch_offset=state.high_watermark, partition_max_bytes=1
+                )
+            )
+            keys.append(key)
+        if not keys:
+            return None, keys
+        request = FetchRequest(
+            max_wait_ms=self._max_wait_ms,
+            min_bytes=1,
+            max_bytes=1,
+            session_id=0,
+            session_epoch=-1,
+            topics=list(topics.values()),
+        )
+        return request, keys
+
+    def _uncover(self, keys: list[PartitionKey]) -> None:
+        """The poll failed: what the proxy knows of ``keys`` may be old; fetches must ask."""
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                state.watched_until_ms = -1
