@@ -34,15 +34,34 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from proxy.delayed import DelayedProduce
 from proxy.error_peek import peek_error_code
-from proxy.framed import PeerClosed, receive_exactly, receive_frame
+from proxy.fetching import FetchTicket
+from proxy.framed import FrameReader, PeerClosed, receive_exactly, receive_frame
 from proxy.request_log import RequestRecord
-from proxy.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
+from proxy.rewrite import (
+    LocalAnswer,
+    RequestPlan,
+    advertise_node_endpoints,
+    plan_request,
+    produce_timed_out,
+    rewrite_response,
+)
 from proxy.routing import Address
-from wire.apis import API_BY_KEY
+from wire.apis import API_BY_KEY, ApiKey, response_header_version
+from wire.codec import decode, encode
 from wire.errors import WireError
+from wire.framing import frame as framed
 from wire.framing import read_frame_size, size_prefix
-from wire.headers import peek_request_header
+from wire.headers import (
+    ResponseHeader,
+    encode_request_header,
+    encode_response_header,
+    parse_response_header,
+    peek_request_header,
+)
+from wire.messages.fetch_request import FetchRequest
+from wire.messages.fetch_response import FetchResponse
 
 if TYPE_CHECKING:
     from proxy.server import Proxy
@@ -86,6 +105,7 @@ class _Slot:
     request_bytes: int
     sent_s: float = 0.0
     local_api: tuple[int, int] = (0, 0)  # (api key, version) of a locally answered request
+    fetch: FetchTicket | None = None  # a Fetch the proxy answers itself (issue 6)
 
 
 class ClientConnection:
@@ -101,6 +121,11 @@ class ClientConnection:
         self.peer = _peer_name(stream)
         self.broker = "bootstrap" if node_id is None else str(node_id)
         self._observer = proxy.observer
+        # Held fetches and produces; fetches only on broker ports (a bootstrap connection may
+        # reach any broker, and sessions belong to one).
+        self._fetching = proxy.fetching
+        self._hold_fetches = proxy.fetching is not None and node_id is not None
+        self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
         self._close_reason: str | None = None
         self._close_kind = "client_closed"
 
@@ -131,6 +156,8 @@ class ClientConnection:
             self._note("", "internal_error")
             log.exception("internal error on client connection %s; closing it", self)
         finally:
+            for ticket in self._tickets:
+                ticket.release()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.client)
                 if upstream is not None:
@@ -236,13 +263,18 @@ class ClientConnection:
                             continue
                         slot = _Slot(plan.correlation_id, plan, None,
                                      arrival_s, ts, muted_s, size + _SIZE_BYTES)  # fmt: skip
-                        await slots.send(slot)
-                        # The response cannot be read before this write, so the response
-                        # pump sees sent_s set.
-                        slot.sent_s = trio.current_time()
-                        await upstream.send_all(frame)
-                        if not plan.expects_response:
-                            self._report(slot, None, 0, trio.current_time(), "no_response")
+                        slot.fetch = self._fetch_ticket(plan, body)
+                        if slot.fetch is None:
+                            # Set before the slot is queued: the response pump may take it
+                            # (and start a held produce's clock) before send() returns.
+                            slot.sent_s = trio.current_time()
+                            await slots.send(slot)
+                            await upstream.send_all(frame)
+                            if not plan.expects_response:
+                                self._report(slot, None, 0, trio.current_time(), "no_response")
+                            continue
+                    # A fetch the proxy answers itself; the request's memory is free again.
+                    await self._start_fetch(upstream, slots, slot)
         if timeout.cancelled_caught:
             if size:  # the frame's size had been read: the client stalled inside it
                 raise CloseConnection(
@@ -252,6 +284,50 @@ class ClientConnection:
             raise CloseConnection(
                 f"idle for {idle_s:g} s (connections.idle_timeout_ms)", "idle_timeout"
             )
+
+    def _fetch_ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
+        """A Fetch this connection holds in the proxy (None: forward the request as it is)."""
+        if not self._hold_fetches or plan.header.api_key != ApiKey.FETCH:
+            return None
+        assert self._fetching is not None and self.node_id is not None
+        version = plan.header.api_version
+        request = decode(FetchRequest, body[plan.body_offset :], version)
+        if request.replica_id >= 0:
+            return None  # a follower's fetch: not a client's, not ours to hold
+        return self._fetching.plan(self.node_id, request, version)
+
+    async def _start_fetch(
+        self, upstream: trio.SocketStream, slots: trio.MemorySendChannel[_Slot], slot: _Slot
+    ) -> None:
+        """Queue a held fetch's slot; send its immediate upstream fetch if it needs one.
+
+        The immediate fetch goes on this connection's own upstream connection, in request
+        order, so the response pump reads its answer like any other; its response budget is
+        taken from the pool first (KIP-72), which may mute this connection.
+        """
+        ticket = slot.fetch
+        assert ticket is not None and slot.plan is not None and self._fetching is not None
+        self._tickets.add(ticket)
+        request_frame = None
+        if ticket.ask_upstream:
+            pool = self.proxy.pool
+            budget = self._fetching.response_max_bytes
+            lease = pool.try_allocate(budget)
+            if lease is None:
+                parked_s = trio.current_time()
+                lease = await pool.allocate(budget)
+                slot.muted_s += trio.current_time() - parked_s
+            lease.hand_off()  # the response pump releases it
+            ticket.lease = lease
+            header = slot.plan.header
+            request_frame = framed(
+                encode_request_header(header),
+                encode(self._fetching.immediate_request(ticket), header.api_version),
+            )
+        slot.sent_s = trio.current_time()
+        await slots.send(slot)
+        if request_frame is not None:
+            await upstream.send_all(request_frame)
 
     async def _read_size_prefix(self) -> bytes | bytearray | None:
         """The next frame's 4 size bytes, or None when the client closed between frames."""
@@ -279,31 +355,108 @@ class ClientConnection:
     async def _pump_responses(
         self, upstream: trio.SocketStream, slots: trio.MemoryReceiveChannel[_Slot]
     ) -> None:
-        unanswered: list[int] = []  # acks=0 produces since the last response, in order
+        reader = FrameReader(upstream)
+        # Requests whose answers may come and must be skipped, in request order: acks=0
+        # produces (Kafka sends nothing, Tansu answers) and produces the proxy already answered
+        # REQUEST_TIMED_OUT.
+        unanswered: list[int] = []
         async with slots:
             async for slot in slots:
-                if slot.plan is None:
+                plan = slot.plan
+                if plan is None:
                     assert slot.local is not None
                     await self.client.send_all(slot.local)
                     self._report(slot, None, len(slot.local), trio.current_time(), "ok")
                     continue
-                if not slot.plan.expects_response:
+                if not plan.expects_response:
                     unanswered.append(slot.correlation_id)
                     continue
-                frame = await _next_owed_response(upstream, slot.correlation_id, unanswered)
+                if slot.fetch is not None:
+                    await self._answer_fetch(slot, slot.fetch, reader, unanswered)
+                    continue
+                if plan.produced is not None and self._fetching is not None:
+                    frame = await self._held_produce_answer(slot, plan, reader, unanswered)
+                    if frame is None:
+                        timed_out = produce_timed_out(plan)
+                        await self.client.send_all(timed_out)
+                        self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
+                        continue
+                else:
+                    frame = await _next_owed_response(reader, slot.correlation_id, unanswered)
                 received_s = trio.current_time()
-                header = slot.plan.header
+                header = plan.header
                 body = memoryview(frame)[_SIZE_BYTES:]
                 error_code = peek_error_code(header.api_key, header.api_version, body)
                 out: bytes | bytearray = frame
-                if slot.plan.rewrite:
-                    rewritten = rewrite_response(slot.plan, body, self.proxy)
+                if plan.rewrite:
+                    rewritten = rewrite_response(plan, body, self.proxy)
                     if rewritten is not body:  # re-encoded: the only case that copies
                         out = size_prefix(len(rewritten)) + rewritten
                 await self.client.send_all(out)
                 self._report(slot, error_code, len(out), received_s,
                              "error" if error_code else "ok")  # fmt: skip
         # The request side closed the channel and every owed response has been sent.
+
+    async def _held_produce_answer(
+        self, slot: _Slot, plan: RequestPlan, reader: FrameReader, unanswered: list[int]
+    ) -> bytearray | None:
+        """The upstream's answer to a produce, or None when its timeout_ms passed first.
+
+        The produce waits in the produce purgatory (a DelayedProduce whose expiry cancels
+        this wait). A late answer is skipped when it comes, like an acks=0 answer. A produce
+        that was answered wakes the fetches held on its partitions.
+        """
+        fetching, produced = self._fetching, plan.produced
+        assert fetching is not None and produced is not None
+        correlation_id = slot.correlation_id
+        if produced.timeout_ms <= 0:
+            frame = await _next_owed_response(reader, correlation_id, unanswered)
+        else:
+            waited_ms = (trio.current_time() - slot.sent_s) * 1000
+            scope = trio.CancelScope()
+            operation = DelayedProduce(max(0, produced.timeout_ms - math.floor(waited_ms)), scope)
+            with scope:
+                fetching.produces.try_complete_else_watch(operation, ())
+                frame = await _next_owed_response(reader, correlation_id, unanswered)
+                operation.force_complete()
+            if operation.expired:
+                unanswered.append(correlation_id)
+                return None
+        names = fetching.names
+        fetching.produced(
+            [names.key(name, topic_id, index)
+             for name, topic_id, indexes in produced.topics for index in indexes]
+        )  # fmt: skip
+        return frame
+
+    async def _answer_fetch(
+        self, slot: _Slot, ticket: FetchTicket, reader: FrameReader, unanswered: list[int]
+    ) -> None:
+        """Build, hold and send the response to a fetch the proxy terminates."""
+        assert self._fetching is not None and slot.plan is not None
+        version = slot.plan.header.api_version
+        header_version = response_header_version(ApiKey.FETCH, version)
+        first = None
+        received_s = slot.sent_s
+        if ticket.ask_upstream:
+            frame = await _next_owed_response(reader, slot.correlation_id, unanswered)
+            received_s = trio.current_time()
+            body = memoryview(frame)[_SIZE_BYTES:]
+            _, start = parse_response_header(body, header_version)
+            first = decode(FetchResponse, body[start:], version)
+        response = await self._fetching.answer(ticket, first)
+        if response.node_endpoints:
+            advertise_node_endpoints(response, self.proxy)
+        out = framed(
+            encode_response_header(ResponseHeader(slot.correlation_id), header_version),
+            encode(response, version),
+        )
+        await self.client.send_all(out)
+        ticket.release()
+        self._tickets.discard(ticket)
+        error_code = response.error_code or None
+        outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
+        self._report(slot, error_code, len(out), received_s, outcome, ticket.held_ms)
 
     def _report(
         self,
@@ -312,6 +465,7 @@ class ClientConnection:
         response_bytes: int,
         upstream_done_s: float,
         outcome: str,
+        held_ms: float = 0.0,
     ) -> None:
         """Hand one finished request's record to the observer (never blocks).
 
@@ -337,7 +491,7 @@ class ClientConnection:
                 broker=broker,
                 latency_ms=(now_s - slot.arrival_s) * 1000,
                 upstream_ms=upstream_ms,
-                held_ms=0.0,  # XXX: the purgatory (issue 6) sets this for held requests
+                held_ms=held_ms,
                 muted_ms=slot.muted_s * 1000,
                 request_bytes=slot.request_bytes,
                 response_bytes=response_bytes,
@@ -356,7 +510,7 @@ def _checked_size(size_prefix: bytes | bytearray, max_frame: int) -> int:
 
 
 async def _next_owed_response(
-    upstream: trio.SocketStream, correlation_id: int, unanswered: list[int]
+    upstream: FrameReader, correlation_id: int, unanswered: list[int]
 ) -> bytearray:
     """The upstream's response frame (size prefix included) to ``correlation_id``, skipping
     answers to acks=0 produces.
@@ -378,11 +532,10 @@ async def _next_owed_response(
         del unanswered[: unanswered.index(answered) + 1]
 
 
-async def _read_response(upstream: trio.SocketStream) -> bytearray:
-    """The upstream's next response frame, size prefix included."""
+async def _read_response(upstream: FrameReader) -> bytearray:
+    """The upstream's next response frame, size prefix included (cancel-safe)."""
     try:
-        prefix = await receive_exactly(upstream, _SIZE_BYTES)
-        return await receive_frame(upstream, bytes(prefix), int.from_bytes(prefix, "big"))
+        return await upstream.next_frame()
     except PeerClosed:
         raise CloseConnection("upstream broker closed the connection", "upstream") from None
 

@@ -19,12 +19,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+from uuid import UUID
 
+from proxy.partition_state import TopicNames
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
 from wire.codec import REQUEST_CLASSES, decode, decode_response, encode
 from wire.errors import UnknownApiKey, UnsupportedVersion
-from wire.headers import RequestHeader, parse_request_header, parse_response_header
+from wire.framing import frame
+from wire.headers import (
+    RequestHeader,
+    ResponseHeader,
+    encode_response_header,
+    parse_request_header,
+    parse_response_header,
+)
 from wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -36,6 +45,7 @@ from wire.messages import (
     ProduceResponse,
 )
 from wire.messages.api_versions_response import ApiVersion
+from wire.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 
 if TYPE_CHECKING:
     from wire._struct import Message
@@ -44,6 +54,8 @@ if TYPE_CHECKING:
 class BrokerDirectory(Protocol):
     """What the rewriter needs from the server (proxy.server.Proxy provides it)."""
 
+    topic_names: TopicNames
+
     def advertise(self, node_id: int, upstream: Address) -> Address: ...
     def learn_brokers(self, brokers: dict[int, Address]) -> None: ...
 
@@ -51,13 +63,17 @@ class BrokerDirectory(Protocol):
 __all__ = [
     "BrokerDirectory",
     "LocalAnswer",
+    "ProducedPartitions",
     "RequestPlan",
+    "advertise_node_endpoints",
     "plan_request",
+    "produce_timed_out",
     "rewrite_response",
     "unsupported_api_versions",
 ]
 
 UNSUPPORTED_VERSION = 35
+REQUEST_TIMED_OUT = 7
 
 #: First versions whose responses can carry KIP-951 node_endpoints.
 _NODE_ENDPOINTS_SINCE: dict[int, int] = {ApiKey.PRODUCE: 10, ApiKey.FETCH: 16}
@@ -67,12 +83,26 @@ _ALWAYS_REWRITTEN = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
+class ProducedPartitions:
+    """What a produce wrote to: enough to answer it with REQUEST_TIMED_OUT and to wake the
+    fetches waiting on its partitions, without keeping its records alive."""
+
+    timeout_ms: int
+    topics: tuple[tuple[str, UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RequestPlan:
-    """A request to forward upstream, and what its response needs."""
+    """A request to forward upstream, and what its response needs.
+
+    ``body_offset``: where the request body starts in the frame body (after the header).
+    """
 
     header: RequestHeader
     expects_response: bool
     rewrite: bool
+    body_offset: int = 0
+    produced: ProducedPartitions | None = None
 
     @property
     def correlation_id(self) -> int:
@@ -110,10 +140,19 @@ def plan_request(
     if (rewrite or api_key in REQUEST_CLASSES) and not can_decode(api_key, version):
         raise UnsupportedVersion(f"{spec.name} v{version} is not supported by the proxy")
     expects_response = True
+    produced = None
     if api_key == ApiKey.PRODUCE:
         produce = decode(ProduceRequest, memoryview(body)[header_length:], version)
         expects_response = produce.acks != 0
-    return RequestPlan(header, expects_response, rewrite)
+        if expects_response:
+            produced = ProducedPartitions(
+                produce.timeout_ms,
+                tuple(
+                    (topic.name, topic.topic_id, tuple(p.index for p in topic.partition_data))
+                    for topic in produce.topic_data
+                ),
+            )
+    return RequestPlan(header, expects_response, rewrite, header_length, produced)
 
 
 def rewrite_response(
@@ -157,6 +196,9 @@ _KNOWN_TAGS = frozenset(spec.tag for spec in ApiVersionsResponse._SCHEMA if spec
 def _rewrite_metadata(message: Message, brokers: BrokerDirectory) -> bool:
     assert isinstance(message, MetadataResponse)
     brokers.learn_brokers({b.node_id: Address(b.host, b.port) for b in message.brokers})
+    for topic in message.topics:  # v10+: the ids clients may fetch and produce by
+        if topic.name:
+            brokers.topic_names.learn(topic.topic_id, topic.name)
     for broker in message.brokers:
         advertised = brokers.advertise(broker.node_id, Address(broker.host, broker.port))
         broker.host, broker.port = advertised.host, advertised.port
@@ -203,6 +245,37 @@ _REWRITERS: dict[int, Callable[[Message, BrokerDirectory], bool]] = {
     ApiKey.PRODUCE: _rewrite_node_endpoints,
     ApiKey.FETCH: _rewrite_node_endpoints,
 }
+
+
+def advertise_node_endpoints(message: FetchResponse, brokers: BrokerDirectory) -> None:
+    """Point a Fetch response the proxy built at the proxy's ports (KIP-951 leader hints)."""
+    _rewrite_node_endpoints(message, brokers)
+
+
+def produce_timed_out(plan: RequestPlan) -> bytes:
+    """The whole response frame for a produce whose timeout_ms passed before the broker
+    answered: REQUEST_TIMED_OUT for every partition, as a broker whose replicas are too slow
+    would send it. The client retries it (idempotent producers without duplicates)."""
+    assert plan.produced is not None
+    header = plan.header
+    response = ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=name,
+                topic_id=topic_id,
+                partition_responses=[
+                    PartitionProduceResponse(index=index, error_code=REQUEST_TIMED_OUT)
+                    for index in indexes
+                ],
+            )
+            for name, topic_id, indexes in plan.produced.topics
+        ]
+    )
+    header_version = response_header_version(ApiKey.PRODUCE, header.api_version)
+    return frame(
+        encode_response_header(ResponseHeader(header.correlation_id), header_version),
+        encode(response, header.api_version),
+    )
 
 
 def unsupported_api_versions(correlation_id: int) -> bytes:

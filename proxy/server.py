@@ -3,6 +3,8 @@
 #   serve()
 #   ├── observers nursery: the request log's writer; it outlives the handlers so the records of
 #   │   draining connections are still written
+#   ├── services nursery: the purgatories' clocks, the per-broker watchers and channels
+#   │   (proxy/fetching.py); cancelled once the handlers are done
 #   ├── handlers nursery: one task per client connection (proxy/client.py); it outlives the
 #   │   accept loops so in-flight requests can drain on shutdown
 #   └── accepting nursery: the bootstrap accept loop, one accept loop per broker listener,
@@ -28,10 +30,12 @@ import trio
 
 from proxy.config import Config, parse_host_port
 from proxy.errors import UpstreamUnavailable
+from proxy.fetching import Fetching
 from proxy.http import serve_http
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.observer import Observer
+from proxy.partition_state import TopicNames
 from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.upstream import fetch_cluster_metadata
@@ -64,9 +68,11 @@ class Proxy:
             tight_fraction=config.memory.tight_fraction,
         )
         self.metrics = Metrics(self.pool)
-        # Every finished request is reported here (proxy/observer.py). XXX: the purgatory
-        # (issue 6) attaches itself with self.metrics.attach_purgatory(...) once it runs.
+        # Every finished request is reported here (proxy/observer.py).
         self.observer = Observer(self.metrics, request_log)
+        self.topic_names = TopicNames()
+        # Held fetches and produces (issue 6); None: [fetch] hold = false, plain forwarding.
+        self.fetching = Fetching(self) if config.fetch.hold else None
         self.routing = Routing(config.proxy.broker_ports, config.proxy.first_broker_port)
         listen_host, _ = parse_host_port(config.proxy.listen)
         self.listen_host = listen_host
@@ -224,25 +230,30 @@ async def serve(
     async with trio.open_nursery() as observers:
         if request_log is not None:
             await observers.start(request_log.run)
-        async with trio.open_nursery() as handlers:
-            with shutdown:
-                async with trio.open_nursery() as accepting:
-                    proxy = Proxy(config, upstream_bootstrap, handlers, accepting, request_log)
-                    address: Address = await accepting.start(proxy.serve_bootstrap)
-                    accepting.start_soon(proxy.refresh_metadata_forever)
-                    if config.metrics.listen:
-                        http = _bind_listener(*parse_host_port(config.metrics.listen))
-                        accepting.start_soon(
-                            serve_http, http, proxy.metrics.registry, proxy.ready, accepting
-                        )
-                        http_host, http_port = http.socket.getsockname()[:2]
-                        log.info("metrics endpoint on http://%s", Address(http_host, http_port))
-                    log.info("purgatory-proxy listening on %s", address)
-                    task_status.started(proxy)
-            drain_s = config.connections.shutdown_drain_ms / 1000
-            log.info("stopped accepting; draining connections for up to %.1f s", drain_s)
-            handlers.cancel_scope.deadline = trio.current_time() + drain_s
-            proxy.stop_reading()
+        async with trio.open_nursery() as services:
+            async with trio.open_nursery() as handlers:
+                with shutdown:
+                    async with trio.open_nursery() as accepting:
+                        proxy = Proxy(config, upstream_bootstrap, handlers, accepting, request_log)
+                        if proxy.fetching is not None:
+                            await services.start(proxy.fetching.run)
+                        address: Address = await accepting.start(proxy.serve_bootstrap)
+                        accepting.start_soon(proxy.refresh_metadata_forever)
+                        if config.metrics.listen:
+                            http = _bind_listener(*parse_host_port(config.metrics.listen))
+                            accepting.start_soon(
+                                serve_http, http, proxy.metrics.registry, proxy.ready, accepting
+                            )
+                            http_host, http_port = http.socket.getsockname()[:2]
+                            log.info("metrics endpoint on http://%s", Address(http_host, http_port))
+                        log.info("purgatory-proxy listening on %s", address)
+                        task_status.started(proxy)
+                drain_s = config.connections.shutdown_drain_ms / 1000
+                log.info("stopped accepting; draining connections for up to %.1f s", drain_s)
+                handlers.cancel_scope.deadline = trio.current_time() + drain_s
+                proxy.stop_reading()
+            # Connections are gone: nothing waits in the purgatories any more.
+            services.cancel_scope.cancel()
         if request_log is not None:
             # A log stuck on a dead disk must not hold the process: same budget as the drain.
             request_log.close()

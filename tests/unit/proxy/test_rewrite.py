@@ -18,6 +18,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse as 
 from kafka.protocol.metadata.metadata import MetadataResponse as KpMetadata
 from kafka.protocol.producer.produce import ProduceResponse as KpProduce
 
+from proxy.partition_state import TopicNames
 from proxy.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
@@ -32,6 +33,7 @@ class Directory:
 
     def __init__(self) -> None:
         self.upstream: dict[int, Address] = {}
+        self.topic_names = TopicNames()
 
     def advertise(self, node_id: int, upstream: Address) -> Address:
         self.upstream[node_id] = upstream
