@@ -20,6 +20,7 @@ from typing import Any
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.protocol.old.fetch import FetchRequest, FetchResponse
+from kafka.protocol.old.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.old.produce import ProduceRequest, ProduceResponse
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -30,6 +31,7 @@ __all__ = [
     "RawConnection",
     "batch",
     "create_topic",
+    "leader_address",
     "metric_value",
 ]
 
@@ -45,6 +47,20 @@ def create_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
     finally:
         admin.close()
     return name
+
+
+def leader_address(bootstrap: str, topic: str) -> str:
+    """HOST:PORT of partition 0's leader as ``bootstrap`` advertises it (Metadata v1).
+
+    Clients fetch from the leader's address, which through the proxy is the proxy's port
+    for that broker; the proxy terminates fetches there, not on its bootstrap port.
+    """
+    with RawConnection(bootstrap) as conn:
+        response = conn.call(MetadataRequest[1](topics=[topic]), MetadataResponse[1])
+    brokers = {node_id: f"{host}:{port}" for node_id, host, port, _rack in response.brokers}
+    _error, _name, _internal, partitions = response.topics[0]
+    leader = next(leader_id for _e, index, leader_id, *_ in partitions if index == 0)
+    return brokers[leader]
 
 
 def batch(*values: bytes) -> bytes:

@@ -28,6 +28,7 @@ from tests.integration._kafka_raw import (
     RawConnection,
     batch,
     create_topic,
+    leader_address,
     metric_value,
 )
 from tests.support.processes import Broker, free_port
@@ -58,6 +59,16 @@ def stack(kafka_broker: Broker) -> Iterator[Stack]:
     metrics = f"127.0.0.1:{free_port()}"
     with running_proxy(kafka_broker.bootstrap, "--metrics", metrics) as proxy:
         yield Stack(kafka_broker, proxy, metrics)
+
+
+def _topic(bootstrap: str, prefix: str) -> tuple[str, str]:
+    """A new one-partition topic, and its leader's address as ``bootstrap`` advertises it.
+
+    The tests fetch and produce at the leader's address, as clients do: through the proxy
+    that is the proxy's port for the broker, where it terminates fetches.
+    """
+    topic = create_topic(bootstrap, prefix)
+    return topic, leader_address(bootstrap, topic)
 
 
 def _fetch_counter(stack: Stack, name: str) -> float:
@@ -123,20 +134,20 @@ def _session_fetches(bootstrap: str, topic: str) -> list[FetchAnswer]:
 
 def test_empty_topic_fetch_answers_at_max_wait(stack: Stack) -> None:
     """Every fetch of an empty topic is answered at max_wait_ms, empty, with error NONE."""
-    proxy_topic = create_topic(stack.proxy.bootstrap, "lp-empty")
-    direct_topic = create_topic(stack.broker.bootstrap, "lp-empty")
+    proxy_topic, proxy_leader = _topic(stack.proxy.bootstrap, "lp-empty")
+    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-empty")
     expired_before = _fetch_counter(stack, "purgatory_proxy_purgatory_expirations_total")
 
     def through_proxy() -> tuple[list[FetchAnswer], list[FetchAnswer]]:
         return (
-            _sessionless_fetches(stack.proxy.bootstrap, proxy_topic),
-            _session_fetches(stack.proxy.bootstrap, proxy_topic),
+            _sessionless_fetches(proxy_leader, proxy_topic),
+            _session_fetches(proxy_leader, proxy_topic),
         )
 
     def direct() -> tuple[list[FetchAnswer], list[FetchAnswer]]:
         return (
-            _sessionless_fetches(stack.broker.bootstrap, direct_topic),
-            _session_fetches(stack.broker.bootstrap, direct_topic),
+            _sessionless_fetches(direct_leader, direct_topic),
+            _session_fetches(direct_leader, direct_topic),
         )
 
     (proxy_v4, proxy_v11), (direct_v4, direct_v11) = _side_by_side(through_proxy, direct)
@@ -202,14 +213,14 @@ def _one_batch_then_fetch(
 def test_min_bytes_not_met_waits_for_the_deadline(stack: Stack) -> None:
     """One record is less than min_bytes: the answer comes at max_wait_ms with that record."""
     max_wait_ms = 1500
-    proxy_topic = create_topic(stack.proxy.bootstrap, "lp-minbytes")
-    direct_topic = create_topic(stack.broker.bootstrap, "lp-minbytes")
+    proxy_topic, proxy_leader = _topic(stack.proxy.bootstrap, "lp-minbytes")
+    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-minbytes")
     (proxied, _), (direct, _) = _side_by_side(
         lambda: _one_batch_then_fetch(
-            stack.proxy.bootstrap, proxy_topic, max_wait_ms=max_wait_ms, second_batch_via=None
+            proxy_leader, proxy_topic, max_wait_ms=max_wait_ms, second_batch_via=None
         ),
         lambda: _one_batch_then_fetch(
-            stack.broker.bootstrap, direct_topic, max_wait_ms=max_wait_ms, second_batch_via=None
+            direct_leader, direct_topic, max_wait_ms=max_wait_ms, second_batch_via=None
         ),
     )
     report = (
@@ -227,18 +238,16 @@ def test_min_bytes_not_met_waits_for_the_deadline(stack: Stack) -> None:
 def test_min_bytes_met_by_new_data_answers_before_the_deadline(stack: Stack) -> None:
     """A second batch makes min_bytes: the answer comes with both, long before max_wait_ms."""
     max_wait_ms = 5000
-    proxy_topic = create_topic(stack.proxy.bootstrap, "lp-minbytes")
-    direct_topic = create_topic(stack.broker.bootstrap, "lp-minbytes")
+    proxy_topic, proxy_leader = _topic(stack.proxy.bootstrap, "lp-minbytes")
+    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-minbytes")
     (proxied, proxy_ack_s), (direct, direct_ack_s) = _side_by_side(
         lambda: _one_batch_then_fetch(
-            stack.proxy.bootstrap, proxy_topic, max_wait_ms=max_wait_ms,
-            second_batch_via=stack.proxy.bootstrap,
+            proxy_leader, proxy_topic, max_wait_ms=max_wait_ms, second_batch_via=proxy_leader
         ),
         lambda: _one_batch_then_fetch(
-            stack.broker.bootstrap, direct_topic, max_wait_ms=max_wait_ms,
-            second_batch_via=stack.broker.bootstrap,
+            direct_leader, direct_topic, max_wait_ms=max_wait_ms, second_batch_via=direct_leader
         ),
-    )  # fmt: skip
+    )
     assert proxy_ack_s is not None and direct_ack_s is not None
     report = (
         f"min_bytes 1.5 batches, second batch acknowledged at "
@@ -281,11 +290,12 @@ def test_record_written_past_the_proxy_reaches_a_held_fetch(stack: Stack) -> Non
     """The watcher path: a producer that talks to the broker directly wakes a held fetch."""
     max_wait_ms = 10_000
     topic = create_topic(stack.broker.bootstrap, "lp-watcher")
+    proxy_leader = leader_address(stack.proxy.bootstrap, topic)
     watcher_before = metric_value(
         stack.metrics, "purgatory_proxy_upstream_fetches_total", kind="watcher"
     )
     answer, acked_s = _held_fetch_woken_by_produce(
-        stack.proxy.bootstrap, stack.broker.bootstrap, topic, max_wait_ms
+        proxy_leader, stack.broker.bootstrap, topic, max_wait_ms
     )
     watcher = (
         metric_value(stack.metrics, "purgatory_proxy_upstream_fetches_total", kind="watcher")
@@ -317,13 +327,12 @@ def test_record_produced_through_the_proxy_wakes_a_held_fetch_at_once(
 ) -> None:
     """A produce through the proxy completes the held fetch of its partition at once."""
     max_wait_ms = 5000
-    bootstrap = slow_watcher_proxy.bootstrap
-    proxy_topic = create_topic(bootstrap, "lp-wake")
-    direct_topic = create_topic(stack.broker.bootstrap, "lp-wake")
+    proxy_topic, proxy_leader = _topic(slow_watcher_proxy.bootstrap, "lp-wake")
+    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-wake")
     (proxied, proxy_ack_s), (direct, direct_ack_s) = _side_by_side(
-        lambda: _held_fetch_woken_by_produce(bootstrap, bootstrap, proxy_topic, max_wait_ms),
+        lambda: _held_fetch_woken_by_produce(proxy_leader, proxy_leader, proxy_topic, max_wait_ms),
         lambda: _held_fetch_woken_by_produce(
-            stack.broker.bootstrap, stack.broker.bootstrap, direct_topic, max_wait_ms
+            direct_leader, direct_leader, direct_topic, max_wait_ms
         ),
     )
     delay_s = proxied.elapsed_s - proxy_ack_s
