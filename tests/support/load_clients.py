@@ -11,17 +11,20 @@
 #   whose end-to-end latency reads the due time carried in each record. Errors are delivery
 #   reports with an error plus consumer errors.
 # * throughput: a closed-loop producer (acks=all) that keeps librdkafka's queue full for the
-#   duration; the rate counts the bytes acknowledged inside a window after a warm-up.
+#   duration and reports a timeline of acknowledged bytes per quarter second, so the test can
+#   compare phases it timed itself (disturbed or not) inside one run of one client.
 """Real-client workloads (confluent-kafka) for the reliability scenarios, run as a process."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -54,13 +57,25 @@ class SteadyResult:
 
 @dataclass
 class ThroughputResult:
-    acked_bytes: int
-    window_s: float
+    """Bytes acknowledged per ``bucket_s`` bucket from ``start_s`` (time.monotonic seconds).
+
+    CLOCK_MONOTONIC is system-wide on Linux, so the test process can cut this timeline at
+    its own time.monotonic() marks.
+    """
+
+    start_s: float
+    bucket_s: float
+    acked_bytes: list[int]
     delivery_errors: int
 
-    @property
-    def mib_per_s(self) -> float:
-        return self.acked_bytes / self.window_s / 2**20
+    def mib_per_s(self, from_s: float, to_s: float) -> float:
+        """Throughput over the buckets that lie wholly inside [from_s, to_s]."""
+        first = math.ceil((from_s - self.start_s) / self.bucket_s)
+        last = math.floor((to_s - self.start_s) / self.bucket_s)  # exclusive
+        inside = self.acked_bytes[max(first, 0) : max(last, 0)]
+        if not inside:
+            raise ValueError(f"no whole bucket between {from_s} and {to_s}")
+        return sum(inside) / (len(inside) * self.bucket_s) / 2**20
 
 
 def steady(
@@ -135,8 +150,14 @@ def steady(
 
 
 def throughput(
-    bootstrap: str, topic: str, duration_s: float, warmup_s: float, value_bytes: int = 1024
+    bootstrap: str,
+    topic: str,
+    duration_s: float,
+    stop: threading.Event | None = None,
+    bucket_s: float = 0.25,
+    value_bytes: int = 1024,
 ) -> ThroughputResult:
+    """Produce as fast as acknowledgements allow for ``duration_s`` or until ``stop`` is set."""
     from confluent_kafka import KafkaError, Producer
 
     producer = Producer(
@@ -149,45 +170,76 @@ def throughput(
         }
     )
     value = b"t" * value_bytes
-    window_start = time.monotonic() + warmup_s
-    window_end = window_start + duration_s
-    acked_bytes = delivery_errors = 0
+    buckets = [0] * math.ceil(duration_s / bucket_s)
+    start_s = time.monotonic()
+    end_s = start_s + duration_s
+    delivery_errors = 0
 
     def delivered(err: KafkaError | None, msg: object) -> None:
-        nonlocal acked_bytes, delivery_errors
+        nonlocal delivery_errors
         if err is not None:
             delivery_errors += 1
-        elif window_start <= time.monotonic() <= window_end:
-            acked_bytes += value_bytes
+            return
+        index = int((time.monotonic() - start_s) / bucket_s)
+        if index < len(buckets):
+            buckets[index] += value_bytes
 
-    while time.monotonic() < window_end:
+    while time.monotonic() < end_s and not (stop is not None and stop.is_set()):
         try:
             producer.produce(topic, value, partition=0, on_delivery=delivered)
         except BufferError:
             producer.poll(0.001)
         producer.poll(0)
     producer.flush(60)
-    return ThroughputResult(acked_bytes, duration_s, delivery_errors)
+    return ThroughputResult(start_s, bucket_s, buckets, delivery_errors)
 
 
-def run_client(mode: str, *args: str | float | int) -> SteadyResult | ThroughputResult:
-    """Run a workload in a child process (blocking; call it from a worker thread)."""
+def run_client(
+    mode: str, *args: str | float | int, stop: threading.Event | None = None
+) -> SteadyResult | ThroughputResult:
+    """Run a workload in a child process (blocking; call it from a worker thread).
+
+    ``stop``: once set, the child is told to finish early (its stdin is closed), for a
+    throughput run whose length the caller decides as it goes.
+    """
     command = [sys.executable, "-m", "tests.support.load_clients", mode, *map(str, args)]
     # The package root goes on PYTHONPATH explicitly: running from cwd is not enough under
     # PYTHONSAFEPATH.
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(_ROOT)) if p)
-    done = subprocess.run(
+    child = subprocess.Popen(
         command,
         cwd=_ROOT,
         env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"{mode} client failed:\n{done.stderr[-3000:]}")
-    fields = json.loads(done.stdout.strip().splitlines()[-1])
+    try:
+        if stop is not None:
+            while not stop.wait(0.1) and child.poll() is None:
+                pass
+        out, err = child.communicate(input="", timeout=300)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if child.returncode != 0:
+        raise RuntimeError(f"{mode} client failed:\n{err[-3000:]}")
+    fields = json.loads(out.strip().splitlines()[-1])
     return SteadyResult(**fields) if mode == "steady" else ThroughputResult(**fields)
+
+
+def _stdin_closed() -> threading.Event:
+    """An event set when our stdin reaches end of file (the parent's stop signal)."""
+    closed = threading.Event()
+
+    def wait() -> None:
+        sys.stdin.read()
+        closed.set()
+
+    threading.Thread(target=wait, daemon=True).start()
+    return closed
 
 
 def _main() -> None:
@@ -202,13 +254,12 @@ def _main() -> None:
     two.add_argument("bootstrap")
     two.add_argument("topic")
     two.add_argument("duration_s", type=float)
-    two.add_argument("warmup_s", type=float)
     args = parser.parse_args()
     result: SteadyResult | ThroughputResult
     if args.mode == "steady":
         result = steady(args.bootstrap, args.topic, args.rate_per_s, args.duration_s)
     else:
-        result = throughput(args.bootstrap, args.topic, args.duration_s, args.warmup_s)
+        result = throughput(args.bootstrap, args.topic, args.duration_s, _stdin_closed())
     print(json.dumps(asdict(result)))
 
 
