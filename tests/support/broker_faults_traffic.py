@@ -1,0 +1,356 @@
+# Strategy: steady client traffic that keeps a ledger, for the broker-fault scenarios (issue 9).
+#
+# The question a broker fault asks is "what did the clients believe, and was it true?", so the
+# clients here write down everything they were told, with the time they were told it:
+#
+#   PacedProducer   confluent-kafka (librdkafka) producer in its own thread: idempotent,
+#                   acks=all, one record every `interval_s`. Every delivery report lands in
+#                   `acked` (partition, offset, key, value) or `failed` (the error). librdkafka's
+#                   statistics give the request timeouts and retries it hid from the app.
+#   GroupConsumer   confluent-kafka consumer in a group, in its own thread: consume a batch,
+#                   "process" it (append to `consumed`), then commit synchronously, which is
+#                   at-least-once: a batch processed but not committed when the broker dies is
+#                   delivered again, so duplicates are expected and counted, never hidden.
+#   read_back       the topic read straight from a broker, without the proxy and without a
+#                   group, for the "did the broker really have it" check.
+#
+# Both threads time every call they make into the client library (`longest_call_s`), because
+# "the client never hangs" is a statement about those calls. librdkafka does its I/O in its own
+# threads, so the Python threads only poll and the GIL is not the bottleneck at these rates.
+"""Producer and consumer threads that record what a client was told, and a direct read-back."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+__all__ = ["Acked", "Consumed", "GroupConsumer", "PacedProducer", "read_back"]
+
+
+@dataclass(frozen=True)
+class Acked:
+    """A record the producer was told is stored at (partition, offset).
+
+    ``offset`` is None when librdkafka reported success without one: an idempotent
+    producer's retried batch answered DUPLICATE_SEQUENCE_NUMBER ("you sent this before, I
+    have it") is delivered with an unknown offset.
+    """
+
+    partition: int
+    offset: int | None
+    key: bytes
+    value: bytes
+    sent_s: float
+    acked_s: float
+
+
+@dataclass(frozen=True)
+class Consumed:
+    """A record a consumer handed to the application."""
+
+    partition: int
+    offset: int
+    key: bytes
+    value: bytes
+    received_s: float
+
+
+@dataclass
+class _CallTimer:
+    """The longest single call into the client library, and when it happened."""
+
+    longest_s: float = 0.0
+    at_s: float = 0.0
+    what: str = ""
+
+    def timed(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            took = time.monotonic() - started
+            if took > self.longest_s:
+                self.longest_s, self.at_s, self.what = took, started, what
+
+
+class PacedProducer(threading.Thread):
+    """Produce ``count`` records to ``topic``, one every ``interval_s``, then flush.
+
+    Error handling: delivery errors are recorded, not raised; an exception escaping the
+    client library ends the thread and is kept in ``failure`` for the test to re-raise.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        count: int,
+        interval_s: float,
+        config: dict[str, Any] | None = None,
+        flush_timeout_s: float = 30.0,
+    ) -> None:
+        super().__init__(name=f"producer-{topic}", daemon=True)
+        self.topic, self.count, self.interval_s = topic, count, interval_s
+        self.flush_timeout_s = flush_timeout_s
+        self.config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "statistics.interval.ms": 1000,
+            **(config or {}),
+        }
+        self.acked: list[Acked] = []
+        self.failed: list[tuple[bytes, str]] = []
+        self.errors: list[tuple[float, str]] = []  # error_cb: connection-level trouble
+        self.sent = 0
+        self.calls = _CallTimer()
+        self.failure: BaseException | None = None
+        self.stop = threading.Event()
+        self._stats: dict[str, int] = {}
+
+    @staticmethod
+    def key_of(i: int) -> bytes:
+        return b"k%07d" % i
+
+    @staticmethod
+    def value_of(i: int) -> bytes:
+        return b"v%07d-%s" % (i, uuid.uuid4().hex[:12].encode())
+
+    @property
+    def request_timeouts(self) -> int:
+        """Requests librdkafka gave up waiting for (socket.timeout.ms), per its statistics."""
+        return self._stats.get("req_timeouts", 0)
+
+    @property
+    def retries(self) -> int:
+        """Requests librdkafka sent again after a timeout (its broker-level counter)."""
+        return self._stats.get("txretries", 0)
+
+    @property
+    def resent(self) -> int:
+        """Messages transmitted more than once: what a retriable error code in a Produce
+        answer (REQUEST_TIMED_OUT ...) leads to. librdkafka re-queues those messages rather
+        than retrying the request, so `retries` does not count them; transmitted minus
+        produced messages per partition does (measured: 15 REQUEST_TIMED_OUT answers, 15)."""
+        return self._stats.get("resent", 0)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.failure = exc
+
+    def _run(self) -> None:
+        producer = Producer({**self.config, "error_cb": self._on_error, "stats_cb": self._on_stats})
+        next_at = time.monotonic()
+        for i in range(self.count):
+            if self.stop.is_set():
+                break
+            key, value = self.key_of(i), self.value_of(i)
+            sent_s = time.monotonic()
+
+            def report(err: KafkaError | None, msg: Message, sent_s: float = sent_s) -> None:
+                self._on_delivery(err, msg, sent_s)
+
+            while True:
+                try:
+                    self.calls.timed(
+                        "produce", producer.produce, self.topic, key=key, value=value,
+                        on_delivery=report,
+                    )  # fmt: skip
+                    break
+                except BufferError:  # local queue full: serve callbacks, then try again
+                    self.calls.timed("poll", producer.poll, 0.1)
+            self.sent += 1
+            self.calls.timed("poll", producer.poll, 0)
+            next_at += self.interval_s
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        deadline = time.monotonic() + self.flush_timeout_s
+        while len(producer) > 0 and time.monotonic() < deadline:
+            self.calls.timed("flush", producer.flush, 0.2)
+        self.calls.timed("poll", producer.poll, 0)
+        if len(producer) > 0:
+            raise AssertionError(f"{len(producer)} records without a delivery report")
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message, sent_s: float) -> None:
+        key, value = msg.key() or b"", msg.value() or b""
+        assert isinstance(key, bytes) and isinstance(value, bytes), (key, value)
+        partition, offset = msg.partition(), msg.offset()
+        if err is not None or partition is None:
+            self.failed.append((key, f"{err} (partition {partition})"))
+            return
+        known = offset if offset is not None and offset >= 0 else None
+        self.acked.append(Acked(partition, known, key, value, sent_s, time.monotonic()))
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.errors.append((time.monotonic(), str(err)))
+
+    def _on_stats(self, text: str) -> None:
+        stats = json.loads(text)
+        brokers = stats.get("brokers", {}).values()
+        for name in ("req_timeouts", "txretries", "txerrs"):
+            total = sum(int(broker.get(name, 0)) for broker in brokers)
+            # Broker handles can be replaced; the counters only ever matter as "at least".
+            self._stats[name] = max(self._stats.get(name, 0), total)
+        partitions = [
+            p
+            for topic in stats.get("topics", {}).values()
+            for key, p in topic.get("partitions", {}).items()
+            if key != "-1"
+        ]
+        resent = sum(int(p.get("txmsgs", 0)) - int(p.get("msgs", 0)) for p in partitions)
+        self._stats["resent"] = max(self._stats.get("resent", 0), resent)
+
+
+class GroupConsumer(threading.Thread):
+    """Consume ``topic`` in group ``group`` from the earliest offset; commit after processing.
+
+    Error handling: commit failures and error events are recorded (they are expected while
+    the broker is away); an exception escaping the client library ends the thread and is kept
+    in ``failure``.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        group: str,
+        config: dict[str, Any] | None = None,
+        poll_timeout_s: float = 0.5,
+    ) -> None:
+        super().__init__(name=f"consumer-{group}", daemon=True)
+        self.topic, self.poll_timeout_s = topic, poll_timeout_s
+        self.config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,  # Tansu holds JoinGroup ~half of it
+            "heartbeat.interval.ms": 1500,
+            "statistics.interval.ms": 1000,
+            **(config or {}),
+        }
+        self.consumed: list[Consumed] = []
+        self.commit_errors: list[str] = []
+        self.errors: list[tuple[float, str]] = []
+        self.calls = _CallTimer()
+        self.failure: BaseException | None = None
+        self.stop = threading.Event()
+        self._stats: dict[str, int] = {}
+
+    @property
+    def request_timeouts(self) -> int:
+        return self._stats.get("req_timeouts", 0)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.failure = exc
+
+    def _run(self) -> None:
+        consumer = Consumer({**self.config, "error_cb": self._on_error, "stats_cb": self._on_stats})
+        try:
+            consumer.subscribe([self.topic])
+            while not self.stop.is_set():
+                batch = self.calls.timed(
+                    "consume", consumer.consume, num_messages=500, timeout=self.poll_timeout_s
+                )
+                processed = 0
+                for msg in batch:
+                    if msg.error() is not None:
+                        self.errors.append((time.monotonic(), str(msg.error())))
+                        continue
+                    key, value = msg.key() or b"", msg.value() or b""
+                    partition, offset = msg.partition(), msg.offset()
+                    assert isinstance(key, bytes) and isinstance(value, bytes)
+                    assert partition is not None and offset is not None
+                    self.consumed.append(Consumed(partition, offset, key, value, time.monotonic()))
+                    processed += 1
+                if processed:
+                    try:
+                        self.calls.timed("commit", consumer.commit, asynchronous=False)
+                    except KafkaException as exc:
+                        self.commit_errors.append(str(exc))
+        finally:
+            self.calls.timed("close", consumer.close)
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.errors.append((time.monotonic(), str(err)))
+
+    def _on_stats(self, text: str) -> None:
+        brokers = json.loads(text).get("brokers", {}).values()
+        total = sum(int(broker.get("req_timeouts", 0)) for broker in brokers)
+        self._stats["req_timeouts"] = max(self._stats.get("req_timeouts", 0), total)
+
+
+@dataclass
+class ReadBack:
+    """Every record found in the topic, by (partition, offset)."""
+
+    records: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict)
+    complete: bool = False
+
+
+def read_back(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    must_reach: dict[int, int],
+    timeout_s: float = 30.0,
+    quiet_s: float = 1.5,
+) -> ReadBack:
+    """Read ``topic`` from ``bootstrap`` (a broker, not the proxy) from the beginning.
+
+    Reads until every partition ``p`` has reached offset ``must_reach[p]`` and then nothing
+    new arrived for ``quiet_s`` (the tail: records stored but never acknowledged), or until
+    ``timeout_s``. No group offsets are used or committed. ListOffsets "latest" is wrong on
+    Tansu, which is why the end is found by reading rather than asked for.
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-back-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
+    result = ReadBack()
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        deadline = time.monotonic() + timeout_s
+        last_new = time.monotonic()
+        while time.monotonic() < deadline:
+            batch = consumer.consume(num_messages=1000, timeout=0.2)
+            for msg in batch:
+                if msg.error() is not None:
+                    continue
+                partition, offset = msg.partition(), msg.offset()
+                key, value = msg.key() or b"", msg.value() or b""
+                assert partition is not None and offset is not None
+                assert isinstance(key, bytes) and isinstance(value, bytes)
+                result.records[(partition, offset)] = (key, value)
+                last_new = time.monotonic()
+            reached = all((p, offset) in result.records for p, offset in must_reach.items())
+            if reached and time.monotonic() - last_new > quiet_s:
+                result.complete = True
+                break
+    finally:
+        consumer.close()
+    return result
