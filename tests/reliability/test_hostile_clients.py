@@ -11,8 +11,10 @@
 # 5 s runs differed by 40%; interleaved short phases see the same background on average.
 #
 # Asserted:
-# * the healthy throughput over the B phases is at least 80% of that over the A phases (the
-#   issue's "within 20%"); the first 0.5 s of each phase is left out (the switch itself);
+# * the healthy throughput in a B phase, over the mean of the A phases on either side of it,
+#   has a median (over the B phases) of at least 80% (the issue's "within 20%"); the first
+#   0.5 s of each phase is left out (the switch itself). Neighbours and a median, because
+#   under other people's load the A phases of one run ranged from 23 to 71 MiB/s;
 # * the never-reader costs the proxy bounded memory: VmHWM over the phases stays <= 1.1 x
 #   (baseline + pool limit + largest request + two responses) + 32 KiB per hostile
 #   connection (one open connection costs about 17 KiB: see test_connection_storm.py), the
@@ -20,7 +22,10 @@
 #   512 KiB answers per never-reader, 512 MiB;
 # * after the phases, 500 more slowloris connections are all closed by the proxy's frame
 #   timeout; every garbage connection was closed by the proxy and none got an answer; the
-#   proxy is still up and the healthy client had no delivery error.
+#   proxy is still up and the healthy client had no delivery error;
+# * then a never-reader alone pipelines fetches until TCP pushes back, and a new real client
+#   (kafka-python) must still bootstrap and get 10 records acknowledged within its own
+#   timeouts: a client that reads nothing may cost memory, but not everyone else's service.
 """Scenario 5: slowloris, a never-reading client and garbage beside a healthy producer."""
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ from pathlib import Path
 
 import pytest
 import trio
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
 from bench._report import RELIABILITY_MD, machine_line, write_section
 from tests.support.load_clients import ThroughputResult, run_client
@@ -72,7 +78,7 @@ idle_timeout_ms = 60000
 @dataclass(frozen=True)
 class Size:
     phase_s: float
-    phases: str = "ABABABA"
+    phases: str
     settle_s: float = 0.5
     warmup_s: float = 2.0
     slowloris: int = 500
@@ -80,8 +86,8 @@ class Size:
     never_reader_requests: int = 3000
 
 
-QUICK = Size(phase_s=3.0)
-SOAK = Size(phase_s=10.0, phases="ABABABABABA")
+QUICK = Size(phase_s=3.0, phases="ABABABA")
+SOAK = Size(phase_s=10.0, phases="ABABABABABABABABABABA")
 
 
 @dataclass
@@ -112,6 +118,7 @@ class ProxyFigures:
     bound_bytes: float
     cut: Slowloris
     frame_timeouts: float
+    pinned: Pinned
 
 
 def _create_topic(bootstrap: str, prefix: str) -> str:
@@ -170,6 +177,69 @@ async def _slowloris_all_cut(proxy: ProxyProcess, size: Size) -> Slowloris:
     return slowloris
 
 
+@dataclass
+class Pinned:
+    """A never-reader alone, pushed back by TCP, and a client that connects after it."""
+
+    never_reader_sent: int
+    pool_used_bytes: float
+    pool_muted: float
+    newcomer_ok: bool
+    newcomer_s: float
+    newcomer_error: str
+
+
+def _newcomer(bootstrap: str, topic: str, records: int = 10) -> tuple[bool, float, str]:
+    """A new kafka-python producer: bootstrap, then ``records`` acknowledged sends.
+
+    Its own timeouts (15 s to bootstrap, 15 s per request) decide whether it got in.
+    """
+    start = time.monotonic()
+    try:
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", max_block_ms=15_000,
+            request_timeout_ms=15_000,
+        )  # fmt: skip
+        try:
+            for _ in range(records):
+                producer.send(topic, b"newcomer").get(timeout=30)
+        finally:
+            producer.close(timeout=5)
+    except KafkaError as error:
+        return False, time.monotonic() - start, f"{type(error).__name__}: {error}"
+    return True, time.monotonic() - start, ""
+
+
+async def _pinned(
+    proxy: ProxyProcess, metrics: str, broker: tuple[str, int], fetch_topic: str, topic: str,
+    size: Size,
+) -> Pinned:  # fmt: skip
+    """Does one client that never reads hold memory others need?
+
+    The never-reader pipelines fetches until TCP pushes back (its count stops growing for a
+    second); then the pool is read from /metrics and a new client must get in.
+    """
+    never_reader = NeverReader(broker, fetch_topic, size.never_reader_requests, FETCH_DATA_BYTES)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(never_reader.run)
+        with trio.move_on_after(30):
+            seen = -1
+            while seen != never_reader.sent:
+                seen = never_reader.sent
+                await trio.sleep(1.0)
+        values = await trio.to_thread.run_sync(scrape, metrics)
+        ok, seconds, error = await trio.to_thread.run_sync(_newcomer, proxy.bootstrap, topic)
+        nursery.cancel_scope.cancel()
+    return Pinned(
+        never_reader.sent,
+        values["purgatory_proxy_memory_pool_used_bytes"],
+        values["purgatory_proxy_memory_pool_muted_connections"],
+        ok,
+        seconds,
+        error,
+    )
+
+
 async def _scenario(size: Size, tmp_path: Path) -> None:
     config = tmp_path / "hostile.toml"
     config.write_text(CONFIG)
@@ -215,6 +285,7 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
             peak = peak_rss_bytes(proxy.pid)
             stop.set()
         cut = await _slowloris_all_cut(proxy, size)
+        pinned = await _pinned(proxy, metrics, fetch_broker, fetch_topic, healthy_topic, size)
         frame_timeouts = (await trio.to_thread.run_sync(scrape, metrics)).get(
             'purgatory_proxy_connections_closed_total{reason="frame_timeout"}', 0.0
         )
@@ -225,12 +296,13 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
         phase.mib_per_s = healthy_run.mib_per_s(phase.start_s + size.settle_s, phase.end_s)
     quiet = statistics.fmean(p.mib_per_s for p in phases if p.kind == "A")
     hostile = statistics.fmean(p.mib_per_s for p in phases if p.kind == "B")
-    ratio = hostile / quiet
+    ratio = _median_pair_ratio(phases)
     hostile_connections = size.slowloris + 1 + math.ceil(size.garbage_per_s * 10)
     bound = 1.1 * (baseline + LIMIT_BYTES + MAX_REQUEST_BYTES + 2 * FETCH_DATA_BYTES)
     bound += hostile_connections * 32 * 1024
     held = (
         ratio >= 0.8
+        and pinned.newcomer_ok
         and peak <= bound
         and cut.closed_by_proxy == cut.opened == size.slowloris
         and tally.garbage_closed == tally.garbage_sent > 0
@@ -238,14 +310,17 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
     )
     verdict = (
         f"hostile-clients: {'HELD' if held else 'FAILED'}: healthy producer {quiet:.1f} MiB/s "
-        f"quiet vs {hostile:.1f} MiB/s with hostile clients ({ratio:.0%}, asserted >= 80%); "
+        f"quiet vs {hostile:.1f} MiB/s with hostile clients (median B/A {ratio:.0%}, asserted "
+        f">= 80%; means {hostile / quiet:.0%}); "
         f"{cut.closed_by_proxy}/{cut.opened} slowloris cut by the frame timeout; never-reader "
         f"wrote {max(tally.never_reader_sent)} fetches, proxy peak RSS {peak / MIB:.0f} MiB "
         f"(baseline {baseline / MIB:.0f}, bound {bound / MIB:.0f}); garbage "
-        f"{tally.garbage_closed}/{tally.garbage_sent} closed by the proxy"
+        f"{tally.garbage_closed}/{tally.garbage_sent} closed by the proxy; a never-reader alone "
+        f"held {pinned.pool_used_bytes / MIB:.0f} of 32 MiB of pool and a new client "
+        f"{'got in' if pinned.newcomer_ok else 'could not get in'} ({pinned.newcomer_s:.1f} s)"
     )
     print(verdict)
-    figures = ProxyFigures(baseline, peak, bound, cut, frame_timeouts)
+    figures = ProxyFigures(baseline, peak, bound, cut, frame_timeouts, pinned)
     write_section(
         "hostile-clients",
         _markdown(size, phases, ratio, tally, healthy_run, figures, verdict),
@@ -255,7 +330,26 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
     assert cut.opened == size.slowloris and cut.closed_by_proxy == cut.opened, cut
     assert tally.garbage_sent > 0 and tally.garbage_closed == tally.garbage_sent, tally
     assert peak <= bound, verdict
+    assert pinned.newcomer_ok, (
+        f"with one never-reading client connected, a new producer failed after "
+        f"{pinned.newcomer_s:.1f} s: {pinned.newcomer_error}; the never-reader holds "
+        f"{pinned.pool_used_bytes:.0f} pool bytes of {LIMIT_BYTES} ({pinned.pool_muted:.0f} muted)"
+    )
     assert ratio >= 0.8, verdict
+
+
+def _median_pair_ratio(phases: list[Phase]) -> float:
+    """Median over B phases of B / mean(the A phases just before and after it).
+
+    Each B is compared with its own neighbours, so a slow drift of the machine's background
+    load cancels out, and the median ignores one phase hit by a burst of someone else's work.
+    """
+    ratios = [
+        phase.mib_per_s / statistics.fmean([before.mib_per_s, after.mib_per_s])
+        for before, phase, after in zip(phases, phases[1:], phases[2:], strict=False)
+        if phase.kind == "B" and before.kind == after.kind == "A"
+    ]
+    return statistics.median(ratios)
 
 
 def _markdown(
@@ -283,13 +377,14 @@ def _markdown(
             "second (random bytes, a TLS ClientHello, an unknown API key). Each phase's "
             f"throughput leaves out its first {size.settle_s:g} s. Proxy: 32 MiB pool, largest "
             f"request 2 MiB, `frame_timeout_ms = {FRAME_TIMEOUT_MS}` (a `--config` file). "
-            "Alternating phases, because on this shared machine two back-to-back undisturbed "
-            "5 s runs differed by 40%.",
+            "Alternating phases, each B judged against its neighbouring A phases, because on "
+            "this shared machine two back-to-back undisturbed 5 s runs differed by 40%.",
             "",
             "| figure | value |",
             "|---|---|",
             f"| healthy MiB/s by phase | {timeline} |",
-            f"| hostile (B) / quiet (A) throughput, asserted >= 80% | {ratio:.0%} |",
+            "| median over B phases of B / mean of its neighbouring A phases, asserted >= 80% | "
+            f"{ratio:.0%} |",
             f"| healthy delivery errors | {healthy.delivery_errors} |",
             f"| slowloris opened in B phases | {tally.slowloris_opened} |",
             f"| slowloris afterwards: cut by the frame timeout / opened | "
@@ -302,6 +397,12 @@ def _markdown(
             f"{figures.peak_bytes / MIB:.0f} / {figures.bound_bytes / MIB:.0f} MiB |",
             f"| garbage connections closed by the proxy / sent / answered | "
             f"{tally.garbage_closed} / {tally.garbage_sent} / {tally.garbage_answered} |",
+            f"| afterwards, a never-reader alone: fetches written / pool used / muted | "
+            f"{figures.pinned.never_reader_sent} / {figures.pinned.pool_used_bytes / MIB:.1f} MiB "
+            f"/ {figures.pinned.pool_muted:.0f} |",
+            f"| then a new kafka-python producer (10 sends) | "
+            f"{'ok' if figures.pinned.newcomer_ok else figures.pinned.newcomer_error} in "
+            f"{figures.pinned.newcomer_s:.1f} s |",
             "",
             f"Verdict: `{verdict}`",
             "",

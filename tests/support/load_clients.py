@@ -52,7 +52,8 @@ class SteadyResult:
 
     @property
     def errors(self) -> int:
-        return self.delivery_errors + self.consumer_errors + (self.acked - self.consumed)
+        """Failed deliveries, consumer errors, and acknowledged records never read back."""
+        return self.delivery_errors + self.consumer_errors + max(0, self.acked - self.consumed)
 
 
 @dataclass
@@ -79,8 +80,14 @@ class ThroughputResult:
 
 
 def steady(
-    bootstrap: str, topic: str, rate_per_s: float, duration_s: float, value_bytes: int = 100
+    bootstrap: str,
+    topic: str,
+    rate_per_s: float,
+    duration_s: float,
+    stop: threading.Event | None = None,
+    value_bytes: int = 100,
 ) -> SteadyResult:
+    """Produce at ``rate_per_s`` for ``duration_s`` or until ``stop``; consume it all back."""
     from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
@@ -123,7 +130,7 @@ def steady(
     interval_ns = int(1e9 / rate_per_s)
     sent = 0
     end_ns = start_ns + int(duration_s * 1e9)
-    while (due_ns := start_ns + sent * interval_ns) < end_ns:
+    while (due_ns := start_ns + sent * interval_ns) < end_ns and not (stop and stop.is_set()):
         while time.monotonic_ns() < due_ns:
             producer.poll(0)
             consume(min(0.005, max(0.0, (due_ns - time.monotonic_ns()) / 1e9)))
@@ -199,10 +206,12 @@ def run_client(
 ) -> SteadyResult | ThroughputResult:
     """Run a workload in a child process (blocking; call it from a worker thread).
 
-    ``stop``: once set, the child is told to finish early (its stdin is closed), for a
-    throughput run whose length the caller decides as it goes.
+    ``stop``: once set, the child is told to finish early (its stdin is closed), for a run
+    whose length the caller decides as it goes.
     """
     command = [sys.executable, "-m", "tests.support.load_clients", mode, *map(str, args)]
+    if stop is not None:
+        command.append("--stop-on-eof")
     # The package root goes on PYTHONPATH explicitly: running from cwd is not enough under
     # PYTHONSAFEPATH.
     path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(_ROOT)) if p)
@@ -210,7 +219,7 @@ def run_client(
         command,
         cwd=_ROOT,
         env={**os.environ, "PYTHONPATH": path},
-        stdin=subprocess.PIPE,
+        stdin=subprocess.PIPE if stop is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -219,7 +228,7 @@ def run_client(
         if stop is not None:
             while not stop.wait(0.1) and child.poll() is None:
                 pass
-        out, err = child.communicate(input="", timeout=300)
+        out, err = child.communicate(input="" if stop is not None else None, timeout=300)
     finally:
         if child.poll() is None:
             child.kill()
@@ -254,12 +263,15 @@ def _main() -> None:
     two.add_argument("bootstrap")
     two.add_argument("topic")
     two.add_argument("duration_s", type=float)
+    for mode in (one, two):
+        mode.add_argument("--stop-on-eof", action="store_true", help="finish early at stdin EOF")
     args = parser.parse_args()
+    stop = _stdin_closed() if args.stop_on_eof else None
     result: SteadyResult | ThroughputResult
     if args.mode == "steady":
-        result = steady(args.bootstrap, args.topic, args.rate_per_s, args.duration_s)
+        result = steady(args.bootstrap, args.topic, args.rate_per_s, args.duration_s, stop)
     else:
-        result = throughput(args.bootstrap, args.topic, args.duration_s, _stdin_closed())
+        result = throughput(args.bootstrap, args.topic, args.duration_s, stop)
     print(json.dumps(asdict(result)))
 
 

@@ -11,12 +11,17 @@
 # ``drain_s``: "every request is eventually answered" is ``answered == sent``.
 #
 # Fairness is measured on the bytes each connection had acknowledged (error NONE) inside a
-# window that starts after a warm-up (connections ramp up one by one) and ends at the flood's
-# end time (after it, connections stop at different moments).
+# window that starts after a warm-up (connections ramp up one by one) and ends once the
+# connections have, on average, ``window_requests`` acknowledged requests each; the flood stops
+# sending then (after it, connections stop at different moments). A volume, not a duration:
+# with the random wake order of KIP-72, a connection's share over a few requests is a matter
+# of chance (Poisson-like: about 4 requests each gives Jain ~0.8 however fair the pool is),
+# and how many requests fit in a fixed time depends on how busy the shared machine is.
 """A produce flood from many raw connections, with per-connection acknowledged bytes."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -82,6 +87,38 @@ class FloodResult:
         return sum(t.window_bytes for t in self.tallies) / self.window_s / 2**20
 
 
+@dataclass
+class _Window:
+    """The measurement window: from the warm-up's end until enough bytes were acknowledged.
+
+    Its end is a volume, not a time, so the fairness index has as many requests per
+    connection to work with on a busy machine as on an idle one (with a few requests per
+    connection, chance alone makes shares unequal).
+    """
+
+    start_s: float
+    deadline_s: float
+    target_bytes: int
+    end_s: float = math.inf
+    acked_bytes: int = 0
+
+    def over(self, now_s: float) -> bool:
+        return now_s >= self.end_s or now_s >= self.deadline_s
+
+    def count(self, now_s: float, size_bytes: int) -> bool:
+        """Whether an acknowledgement at ``now_s`` falls in the window (and count it)."""
+        if now_s < self.start_s or self.over(now_s):
+            return False
+        self.acked_bytes += size_bytes
+        if self.acked_bytes >= self.target_bytes:
+            self.end_s = now_s
+        return True
+
+    @property
+    def seconds(self) -> float:
+        return min(self.end_s, self.deadline_s) - self.start_s
+
+
 class Flood:
     """``connections`` raw producers of ``value_bytes`` records to ``topic`` at ``address``.
 
@@ -122,23 +159,32 @@ class Flood:
             codes = [p.error_code for t in response.responses for p in t.partition_responses]
             assert codes == [0], f"warm-up produce failed: {codes}"
 
-    async def run(self, duration_s: float, warmup_s: float, drain_s: float) -> FloodResult:
-        """Flood for ``duration_s``, then wait up to ``drain_s`` for every owed response."""
-        start = trio.current_time()
-        window = (start + warmup_s, start + duration_s)
+    async def run(
+        self, warmup_s: float, window_requests: int, max_s: float, drain_s: float
+    ) -> FloodResult:
+        """Flood until the window holds ``window_requests`` acknowledged requests per
+        connection on average (or ``max_s`` passed), then wait up to ``drain_s`` for every
+        owed response.
+        """
+        now = trio.current_time()
+        window = _Window(
+            start_s=now + warmup_s,
+            deadline_s=now + max_s,
+            target_bytes=window_requests * len(self._wires) * len(self.records),
+        )
         tallies = [Tally(i) for i in range(len(self._wires))]
-        with trio.move_on_after(duration_s + drain_s):
+        with trio.move_on_after(max_s + drain_s):
             async with trio.open_nursery() as nursery:
                 for wire, tally in zip(self._wires, tallies, strict=True):
                     nursery.start_soon(self._connection, wire, tally, window)
-        return FloodResult(tallies, len(self.records), window[1] - window[0])
+        return FloodResult(tallies, len(self.records), window.seconds)
 
-    async def _connection(self, wire: KafkaWire, tally: Tally, window: tuple[float, float]) -> None:
+    async def _connection(self, wire: KafkaWire, tally: Tally, window: _Window) -> None:
         slots = trio.Semaphore(self.pipeline)
         sent_in, sent_out = trio.open_memory_channel[None](self.pipeline)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._send, wire, tally, window[1], slots, sent_in)
+                nursery.start_soon(self._send, wire, tally, window, slots, sent_in)
                 await self._acknowledge(wire, tally, window, slots, sent_out)
         except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
             tally.broken = f"{type(error).__name__}: {error}"
@@ -147,14 +193,14 @@ class Flood:
         self,
         wire: KafkaWire,
         tally: Tally,
-        end_s: float,
+        window: _Window,
         slots: trio.Semaphore,
         sent: trio.MemorySendChannel[None],
     ) -> None:
         async with sent:
             while True:
                 await slots.acquire()
-                if trio.current_time() >= end_s:
+                if window.over(trio.current_time()):
                     return
                 await wire.send(self._request, PRODUCE_VERSION)
                 tally.sent += 1
@@ -164,7 +210,7 @@ class Flood:
         self,
         wire: KafkaWire,
         tally: Tally,
-        window: tuple[float, float],
+        window: _Window,
         slots: trio.Semaphore,
         sent: trio.MemoryReceiveChannel[None],
     ) -> None:
@@ -178,7 +224,7 @@ class Flood:
                 tally.error_codes.update(code for code in codes if code)
                 if codes == [0]:
                     tally.acked_bytes += len(self.records)
-                    if window[0] <= trio.current_time() <= window[1]:
+                    if window.count(trio.current_time(), len(self.records)):
                         tally.window_bytes += len(self.records)
 
     async def aclose(self) -> None:
