@@ -197,8 +197,8 @@ def _newcomer(bootstrap: str, topic: str, records: int = 10) -> tuple[bool, floa
     start = time.monotonic()
     try:
         producer = KafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", max_block_ms=15_000,
-            request_timeout_ms=15_000,
+            bootstrap_servers=bootstrap, acks="all", bootstrap_timeout_ms=15_000,
+            max_block_ms=15_000, request_timeout_ms=15_000,
         )  # fmt: skip
         try:
             for _ in range(records):
