@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 
 import trio
 
-from bench._fanin_client import ProduceError, Producer, TopicRoute, lookup
+from bench._fanin_client import KafkaError, ProduceError, Producer, TopicRoute, lookup
 from bench._fanin_consumer import FetchSettings, Fleet, Probe, consume
 from bench._fanin_stack import Stack, cpu_seconds, rss_bytes, scrape_metrics
+from wire.errors import WireError
 
 __all__ = ["CONNECT_CONCURRENCY", "Measurement", "Plan", "measure"]
 
@@ -58,7 +59,7 @@ class Plan:
 
     @property
     def setup_timeout_s(self) -> float:
-        return 30.0 + self.n / 50
+        return 30.0 + self.n / 100
 
 
 @dataclass
@@ -90,6 +91,12 @@ class Measurement:
     #: Produce error code -> probes answered with it.
     produce_errors: dict[int, int] = field(default_factory=dict)
     records_produced: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def poll_cycle_ms(self) -> float | None:
+        """Mean time from one Fetch to the next per consumer (500 ms + overheads if idle)."""
+        return 1000 * self.up / self.answers_per_s if self.answers_per_s else None
 
     @property
     def proxy_rss_per_held_bytes(self) -> float:
@@ -141,7 +148,11 @@ async def _entry_route(stack: Stack, plan: Plan) -> TopicRoute:
 async def measure(stack: Stack, plan: Plan) -> Measurement:
     """Run ``plan`` against ``stack`` (see the module comment)."""
     result = Measurement(plan.route, plan.n)
-    route = await _entry_route(stack, plan)
+    try:
+        route = await _entry_route(stack, plan)
+    except (OSError, trio.BrokenResourceError, KafkaError, WireError) as exc:
+        result.notes.append(f"metadata lookup failed: {exc!r}")
+        return result
     pids = _pids(stack)
     proxy_pid = stack.proxy.pid
     fleet = Fleet(plan.n, trio.CapacityLimiter(CONNECT_CONCURRENCY))
@@ -193,7 +204,12 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         }
 
         # -- delivery probes ---------------------------------------------------------------
-        producer = await Producer.open(route)
+        try:
+            producer = await Producer.open(route)
+        except (OSError, trio.BrokenResourceError, KafkaError, WireError) as exc:
+            result.notes.append(f"no delivery probes: the producer could not connect: {exc!r}")
+            nursery.cancel_scope.cancel()
+            return _finish(result, fleet)
         try:
             offset = plan.start_offset
             for k in range(plan.probes):
@@ -222,7 +238,10 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         finally:
             await producer.aclose()
         nursery.cancel_scope.cancel()
+    return _finish(result, fleet)
 
+
+def _finish(result: Measurement, fleet: Fleet) -> Measurement:
     result.failures = dict(fleet.failures)
     result.errors = dict(fleet.errors)
     result.fetch_versions = dict(fleet.fetch_versions)

@@ -167,13 +167,20 @@ def running_stack(relay_processes: int, proxy_env: dict[str, str] | None = None)
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds ``pid`` has used so far."""
-    times = psutil.Process(pid).cpu_times()
+    """User + system CPU seconds ``pid`` has used so far (0 once it has exited)."""
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
     return float(times.user + times.system)
 
 
 def rss_bytes(pid: int) -> int:
-    return int(psutil.Process(pid).memory_info().rss)
+    """Resident set size of ``pid`` (0 once it has exited)."""
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
 
 
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)")

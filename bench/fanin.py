@@ -61,6 +61,7 @@ class Config:
     probes: int
     settle_s: float
     proxy_env: tuple[tuple[str, str], ...] = ()
+    routes: tuple[str, ...] = ROUTES
 
 
 FULL = Config(ns=(100, 1_000, 10_000), seconds=60.0, probes=5, settle_s=2.0)
@@ -113,7 +114,7 @@ def _one_n(run: Run, n: int, log: bool) -> None:
         )
     with running_stack(relays, _proxy_env(run.config, n)) as stack:
         offset = 0
-        for route in ROUTES:
+        for route in run.config.routes:
             plan = Plan(
                 route=route,
                 n=n,
@@ -129,6 +130,14 @@ def _one_n(run: Run, n: int, log: bool) -> None:
             run.measurements.append(result)
             if log:
                 print(_progress(result), file=sys.stderr, flush=True)
+            run.notes += [f"N = {n:,}, {route}: {note}" for note in result.notes]
+            if not stack.proxy.alive():
+                tail = stack.proxy.log_text().strip().splitlines()[-3:]
+                run.notes.append(
+                    f"N = {n:,}: the proxy exited during the {route} route; its last log "
+                    f"lines: {' / '.join(tail)}"
+                )
+                break
         _note_proxy_log(run, n, stack)
 
 
@@ -212,10 +221,11 @@ def _main_table(run: Run) -> list[str]:
 
 def _detail_table(run: Run) -> list[str]:
     lines = [
-        "| N | route | setup s | Fetch version | sessions opened | full / incremental requests "
-        "| other upstream req/s | consumers' CPU % | relays' CPU % | produce ack ms (max) "
+        "| N | route | setup s | poll cycle ms | Fetch version | sessions opened "
+        "| full / incremental requests | other upstream req/s | consumers' CPU % "
+        "| relays' CPU % | produce ack ms (max) "
         "| errors / failures |",
-        "|--:|---|--:|---|--:|--:|--:|--:|--:|--:|---|",
+        "|--:|---|--:|--:|---|--:|--:|--:|--:|--:|--:|---|",
     ]
     for m in run.measurements:
         relay_cpu = sum(v for k, v in m.cpu_percent.items() if k.startswith("relay"))
@@ -226,7 +236,8 @@ def _detail_table(run: Run) -> list[str]:
             **{f"produce answered error {code}": v for code, v in m.produce_errors.items()},
         }
         lines.append(
-            f"| {m.n:,} | {m.route} | {m.setup_s:.1f} | {versions} | {m.sessions:,} "
+            f"| {m.n:,} | {m.route} | {m.setup_s:.1f} | {_ms(m.poll_cycle_ms)} | {versions} "
+            f"| {m.sessions:,} "
             f"| {m.full_requests:,} / {m.incremental_requests:,} | {m.upstream_other_per_s:.1f} "
             f"| {m.cpu_percent.get('consumers', 0):.0f} | {relay_cpu:.0f} "
             f"| {_ms(max(m.ack_ms) if m.ack_ms else None)} "
@@ -342,6 +353,14 @@ def _parse_ns(text: str) -> tuple[int, ...]:
     return tuple(int(part.replace("_", "")) for part in text.split(",") if part)
 
 
+def _parse_routes(text: str) -> tuple[str, ...]:
+    routes = tuple(part for part in text.split(",") if part)
+    unknown = set(routes) - set(ROUTES)
+    if unknown or not routes:
+        raise argparse.ArgumentTypeError(f"routes are {', '.join(ROUTES)}; got {text!r}")
+    return routes
+
+
 def _setting(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep:
@@ -358,6 +377,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--proxy-env", action="append", default=[], metavar="KEY=VALUE", help="proxy setting"
     )
+    parser.add_argument(
+        "--routes", type=_parse_routes, default=ROUTES, help="comma-separated: direct,proxy"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     config = QUICK if args.quick else FULL
@@ -368,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         probes=args.probes if args.probes is not None else config.probes,
         settle_s=config.settle_s,
         proxy_env=env,
+        routes=args.routes,
     )
     started = time.monotonic()
     result = run(config)
