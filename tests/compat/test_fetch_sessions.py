@@ -5,12 +5,15 @@ proxy terminates itself (issue 6). Each client consumes 10,000 records over 8 pa
 through the proxy in a group where a second member joins mid-way and the first then
 leaves; members commit what they processed synchronously when partitions are revoked, so
 a duplicate, a gap or a reordering is a real failure of the fetch path
-(tests/compat/_group_consume.py explains the scenario and the check).
+(tests/compat/_group_consume.py explains the scenario and the check). The proxy is a
+private one with /metrics, whose purgatory counters show that the clients' fetches were
+answered by the proxy itself, not forwarded.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -23,24 +26,46 @@ from tests.compat._group_consume import (
     run_join_then_leave,
     summary,
 )
-from tests.support.processes import Broker
-from tests.support.proxy_process import ProxyProcess
+from tests.integration._kafka_raw import metric_value
+from tests.support.processes import Broker, free_port
+from tests.support.proxy_process import ProxyProcess, running_proxy
+
+
+@pytest.fixture(scope="module")
+def metered_proxy(kafka_broker: Broker) -> Iterator[tuple[ProxyProcess, str]]:
+    metrics = f"127.0.0.1:{free_port()}"
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics) as proxy:
+        yield proxy, metrics
+
+
+def _held_fetches_answered(metrics: str) -> float:
+    return sum(
+        metric_value(metrics, f"purgatory_proxy_purgatory_{kind}_total", operation="fetch")
+        for kind in ("completions", "expirations")
+    )
 
 
 @pytest.mark.parametrize("client", CLIENTS)
 async def test_group_consumes_every_record_once_in_order_across_rebalances(
-    kafka_broker: Broker, proxy: ProxyProcess, client: str
+    kafka_broker: Broker, metered_proxy: tuple[ProxyProcess, str], client: str
 ) -> None:
+    proxy, metrics = metered_proxy
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"sessions-{client}-{suffix}", f"sessions-{client}-{suffix}"
     # Produced straight to the broker: this test is about the fetch path through the proxy.
     counts = await trio.to_thread.run_sync(create_and_fill, kafka_broker.bootstrap, topic)
     assert sum(counts.values()) == RECORDS
+    answered_before = _held_fetches_answered(metrics)
     timeline = await trio.to_thread.run_sync(
         run_join_then_leave, client, proxy.bootstrap, topic, group, counts
     )
+    held = _held_fetches_answered(metrics) - answered_before
     problems = check(timeline, counts)
     consumed = sum(1 for e in timeline if e.kind == "consumed")
-    print(f"{client}: {consumed} deliveries of {RECORDS} records\n{summary(timeline)}")
+    print(
+        f"{client}: {consumed} deliveries of {RECORDS} records; {held:.0f} held fetches "
+        f"answered by the proxy\n{summary(timeline)}"
+    )
     assert problems == [], "\n".join(problems) + "\n" + summary(timeline)
     assert proxy.alive()
+    assert held > 0, "the clients' fetches were answered from the proxy's purgatory"
