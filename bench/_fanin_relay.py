@@ -36,7 +36,9 @@ import resource
 import socket
 import sys
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
@@ -55,12 +57,18 @@ _NAMING_APIS = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCR
 
 @dataclass
 class RelayStats:
-    """What the relay has seen since it started (one trio thread writes, the control port reads)."""
+    """What the relay has seen since it started (written by the relay tasks, read by the
+    control port's, all in one trio loop)."""
 
     requests: Counter[str] = field(default_factory=Counter)
     connections_open: int = 0
     connections_total: int = 0
     errors: list[str] = field(default_factory=list)
+
+    def drop(self, line: str) -> None:
+        """Record (and log) a connection lost for a reason other than a peer closing it."""
+        self.errors.append(line)
+        print(f"fanin-relay: {line}", file=sys.stderr, flush=True)
 
     def snapshot(self) -> dict[str, object]:
         return {
@@ -139,35 +147,34 @@ async def _connection(
     upstream_address: tuple[str, int],
     client: trio.SocketStream,
 ) -> None:
-    stats.connections_open += 1
-    stats.connections_total += 1
-    upstream: trio.SocketStream | None = None
     try:
         upstream = await trio.open_tcp_stream(*upstream_address)
-        pending: dict[int, tuple[int, int]] = {}
+    except OSError as exc:
+        stats.drop(f"cannot reach {upstream_address}: {exc!r}")
+        await trio.aclose_forcefully(client)
+        return
+    stats.connections_open += 1
+    stats.connections_total += 1
+    pending: dict[int, tuple[int, int]] = {}
+    try:
         async with trio.open_nursery() as nursery:
-
-            async def pump(direction: str) -> None:
-                assert upstream is not None
-                if direction == "requests":
-                    await _requests(stats, client, upstream, pending)
-                else:
-                    await _responses(view, client, upstream, pending)
-                nursery.cancel_scope.cancel()  # either side closing ends the connection
-
-            nursery.start_soon(pump, "requests")
-            nursery.start_soon(pump, "responses")
+            nursery.start_soon(_until_closed, nursery, _requests(stats, client, upstream, pending))
+            nursery.start_soon(_until_closed, nursery, _responses(view, client, upstream, pending))
     except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
         pass  # a peer reset the connection: ordinary when the benchmark stops its consumers
     except* Exception as group:  # a frame that does not decode, EMFILE, or a bug here
         for failure in group.exceptions:
-            stats.errors.append(f"dropped a connection: {failure!r}")
-            print(f"fanin-relay: dropped a connection: {failure!r}", file=sys.stderr, flush=True)
+            stats.drop(f"dropped a connection: {failure!r}")
     finally:
         stats.connections_open -= 1
-        if upstream is not None:
-            await trio.aclose_forcefully(upstream)
+        await trio.aclose_forcefully(upstream)
         await trio.aclose_forcefully(client)
+
+
+async def _until_closed(nursery: trio.Nursery, pump: Coroutine[Any, Any, None]) -> None:
+    """Run one direction's pump; when its peer closes, end the other direction too."""
+    await pump
+    nursery.cancel_scope.cancel()
 
 
 async def _control(stats: RelayStats, stream: trio.SocketStream) -> None:
