@@ -30,7 +30,7 @@ import trio
 
 from bench._fanin_client import KafkaError, ProduceError, Producer, TopicRoute, lookup
 from bench._fanin_consumer import FetchSettings, Fleet, Probe, consume
-from bench._fanin_stack import Stack, cpu_seconds, rss_bytes, scrape_metrics
+from bench._fanin_stack import Stack, cpu_seconds, open_descriptors, rss_bytes, scrape_metrics
 from wire.errors import WireError
 
 __all__ = ["CONNECT_CONCURRENCY", "Measurement", "Plan", "measure"]
@@ -83,6 +83,8 @@ class Measurement:
     cpu_percent: dict[str, float] = field(default_factory=dict)
     proxy_rss_idle_bytes: int = 0
     proxy_rss_held_bytes: int = 0
+    #: Descriptors the proxy held halfway through the window.
+    proxy_descriptors: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
     metrics_delta: dict[str, float] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
@@ -180,6 +182,7 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
             rss_samples.append(rss_bytes(proxy_pid))
             if not scraped_mid and now - t0 >= plan.seconds / 2:
                 scraped_mid = True
+                result.proxy_descriptors = open_descriptors(proxy_pid)
                 result.metrics = _watched(
                     await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url)
                 )

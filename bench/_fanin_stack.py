@@ -44,6 +44,7 @@ __all__ = [
     "Relays",
     "Stack",
     "cpu_seconds",
+    "open_descriptors",
     "raise_descriptor_limit",
     "rss_bytes",
     "running_stack",
@@ -173,6 +174,14 @@ def cpu_seconds(pid: int) -> float:
     except psutil.Error:
         return 0.0
     return float(times.user + times.system)
+
+
+def open_descriptors(pid: int) -> int:
+    """Descriptors ``pid`` holds open (0 once it has exited)."""
+    try:
+        return int(psutil.Process(pid).num_fds())
+    except psutil.Error:
+        return 0
 
 
 def rss_bytes(pid: int) -> int:

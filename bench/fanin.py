@@ -37,7 +37,13 @@ import psutil
 import trio
 
 from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
-from bench._fanin_stack import DescriptorLimits, Stack, raise_descriptor_limit, running_stack
+from bench._fanin_stack import (
+    DESCRIPTOR_MARGIN,
+    DescriptorLimits,
+    Stack,
+    raise_descriptor_limit,
+    running_stack,
+)
 from bench._report import machine_line, write_section
 
 __all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
@@ -131,6 +137,7 @@ def _one_n(run: Run, n: int, log: bool) -> None:
             if log:
                 print(_progress(result), file=sys.stderr, flush=True)
             run.notes += [f"N = {n:,}, {route}: {note}" for note in result.notes]
+            _note_proxy_descriptors(run, result)
             if not stack.proxy.alive():
                 tail = stack.proxy.log_text().strip().splitlines()[-3:]
                 run.notes.append(
@@ -139,6 +146,19 @@ def _one_n(run: Run, n: int, log: bool) -> None:
                 )
                 break
         _note_proxy_log(run, n, stack)
+
+
+def _note_proxy_descriptors(run: Run, m: Measurement) -> None:
+    """Say so when the proxy's descriptors per consumer, times N, exceed its limit."""
+    if m.route != "proxy" or not m.up or not m.proxy_descriptors:
+        return
+    per_consumer = m.proxy_descriptors / m.up
+    if per_consumer * m.n + DESCRIPTOR_MARGIN > run.limits.soft:
+        run.notes.append(
+            f"N = {m.n:,}: the proxy held {m.proxy_descriptors:,} descriptors for {m.up:,} "
+            f"consumers ({per_consumer:.1f} per consumer), "
+            f"so {m.n:,} consumers do not fit its limit of {run.limits.soft:,} (the hard limit)"
+        )
 
 
 def _note_proxy_log(run: Run, n: int, stack: Stack) -> None:
@@ -221,11 +241,11 @@ def _main_table(run: Run) -> list[str]:
 
 def _detail_table(run: Run) -> list[str]:
     lines = [
-        "| N | route | setup s | poll cycle ms | Fetch version | sessions opened "
+        "| N | route | setup s | poll cycle ms | Fetch version | sessions opened | proxy fds "
         "| full / incremental requests | other upstream req/s | consumers' CPU % "
         "| relays' CPU % | produce ack ms (max) "
         "| errors / failures |",
-        "|--:|---|--:|--:|---|--:|--:|--:|--:|--:|--:|---|",
+        "|--:|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for m in run.measurements:
         relay_cpu = sum(v for k, v in m.cpu_percent.items() if k.startswith("relay"))
@@ -237,7 +257,7 @@ def _detail_table(run: Run) -> list[str]:
         }
         lines.append(
             f"| {m.n:,} | {m.route} | {m.setup_s:.1f} | {_ms(m.poll_cycle_ms)} | {versions} "
-            f"| {m.sessions:,} "
+            f"| {m.sessions:,} | {m.proxy_descriptors:,} "
             f"| {m.full_requests:,} / {m.incremental_requests:,} | {m.upstream_other_per_s:.1f} "
             f"| {m.cpu_percent.get('consumers', 0):.0f} | {relay_cpu:.0f} "
             f"| {_ms(max(m.ack_ms) if m.ack_ms else None)} "
