@@ -6,8 +6,8 @@ through the proxy in a group where a second member joins mid-way and the first t
 leaves; members commit what they processed synchronously when partitions are revoked, so
 a duplicate, a gap or a reordering is a real failure of the fetch path
 (tests/compat/_group_consume.py explains the scenario and the check). The proxy is a
-private one with /metrics, whose purgatory counters show that the clients' fetches were
-answered by the proxy itself, not forwarded.
+private one with /metrics, whose counters show that the clients' fetches were terminated
+in the proxy (it sent its own upstream fetches for them) rather than forwarded.
 """
 
 from __future__ import annotations
@@ -38,11 +38,17 @@ def metered_proxy(kafka_broker: Broker) -> Iterator[tuple[ProxyProcess, str]]:
         yield proxy, metrics
 
 
-def _held_fetches_answered(metrics: str) -> float:
-    return sum(
+def _counters(metrics: str) -> tuple[float, float]:
+    """(upstream fetches the proxy sent for client fetches, client fetches it held)."""
+    upstream = sum(
+        metric_value(metrics, "purgatory_proxy_upstream_fetches_total", kind=kind)
+        for kind in ("immediate", "refetch")
+    )
+    held = sum(
         metric_value(metrics, f"purgatory_proxy_purgatory_{kind}_total", operation="fetch")
         for kind in ("completions", "expirations")
     )
+    return upstream, held
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -55,17 +61,18 @@ async def test_group_consumes_every_record_once_in_order_across_rebalances(
     # Produced straight to the broker: this test is about the fetch path through the proxy.
     counts = await trio.to_thread.run_sync(create_and_fill, kafka_broker.bootstrap, topic)
     assert sum(counts.values()) == RECORDS
-    answered_before = _held_fetches_answered(metrics)
+    upstream_before, held_before = _counters(metrics)
     timeline = await trio.to_thread.run_sync(
         run_join_then_leave, client, proxy.bootstrap, topic, group, counts
     )
-    held = _held_fetches_answered(metrics) - answered_before
+    upstream_after, held_after = _counters(metrics)
+    upstream, held = upstream_after - upstream_before, held_after - held_before
     problems = check(timeline, counts)
     consumed = sum(1 for e in timeline if e.kind == "consumed")
     print(
-        f"{client}: {consumed} deliveries of {RECORDS} records; {held:.0f} held fetches "
-        f"answered by the proxy\n{summary(timeline)}"
+        f"{client}: {consumed} deliveries of {RECORDS} records; the proxy sent {upstream:.0f} "
+        f"upstream fetches for them and held {held:.0f} client fetches\n{summary(timeline)}"
     )
     assert problems == [], "\n".join(problems) + "\n" + summary(timeline)
     assert proxy.alive()
-    assert held > 0, "the clients' fetches were answered from the proxy's purgatory"
+    assert upstream > 0, "the clients' fetches were terminated in the proxy, not forwarded"

@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 MAX_WAIT_MS = 500
 TOLERANCE_S = 0.050
-FETCHES = 5
+FETCHES = 7
 #: A wake-up "at once" must beat this by far; a missed wake-up costs the whole max wait.
 WAKE_BOUND_S = 1.0
 #: The watcher long-polls every 500 ms by default; a few of those, and scheduling, fit here.
