@@ -72,11 +72,11 @@ def _frozen_for(pid: int, seconds: float) -> Iterator[threading.Event]:
         os.kill(pid, signal.SIGCONT)  # a second SIGCONT is harmless
         resumed.set()
 
-    os.kill(pid, signal.SIGSTOP)
-    _wait_for(lambda: _all_threads_stopped(pid), f"every thread of process {pid} to stop", 5.0)
     timer = threading.Timer(seconds, resume)
-    timer.start()
+    os.kill(pid, signal.SIGSTOP)
     try:
+        _wait_for(lambda: _all_threads_stopped(pid), f"every thread of {pid} to stop", 5.0)
+        timer.start()
         yield resumed
     finally:
         timer.cancel()
@@ -89,11 +89,15 @@ def _all_threads_stopped(pid: int) -> bool:
     kill() returns before a busy multi-threaded process has stopped everywhere; a request
     sent in that gap is still answered by the broker (seen: answers after 1 ms).
     """
-    tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    # /proc/PID/task/TID/stat: "tid (comm) STATE ...", comm may contain spaces.
-    return all(
-        (task / "stat").read_text().rpartition(")")[2].split()[0] in ("T", "t") for task in tasks
-    )
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        # "tid (comm) STATE ...": comm may contain spaces and parentheses.
+        if stat.rpartition(")")[2].split()[0] not in ("T", "t"):
+            return False
+    return True
 
 
 def _healthy(metrics: str) -> bool:
