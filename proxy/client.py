@@ -126,6 +126,7 @@ class ClientConnection:
         self._fetching = proxy.fetching
         self._hold_fetches = proxy.fetching is not None and node_id is not None
         self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
+        self._fetch_turn = trio.Semaphore(1)
         self._close_reason: str | None = None
         self._close_kind = "client_closed"
 
@@ -259,6 +260,7 @@ class ClientConnection:
                             slot = _Slot(plan.correlation_id, None, plan.response,
                                          arrival_s, ts, muted_s, size + _SIZE_BYTES)  # fmt: skip
                             slot.local_api = peek_request_header(body)[:2]
+                            del frame, body  # the pool's again: do not keep it alive
                             await slots.send(slot)
                             continue
                         slot = _Slot(plan.correlation_id, plan, None,
@@ -270,9 +272,13 @@ class ClientConnection:
                             slot.sent_s = trio.current_time()
                             await slots.send(slot)
                             await upstream.send_all(frame)
+                            # The lease ends with this block: the buffer must not outlive it
+                            # (a parked connection would keep its last frame alive).
+                            del frame, body
                             if not plan.expects_response:
                                 self._report(slot, None, 0, trio.current_time(), "no_response")
                             continue
+                        del frame, body
                     # A fetch the proxy answers itself; the request's memory is free again.
                     await self._start_fetch(upstream, slots, slot)
         if timeout.cancelled_caught:
@@ -307,6 +313,9 @@ class ClientConnection:
         """
         ticket = slot.fetch
         assert ticket is not None and slot.plan is not None and self._fetching is not None
+        # One fetch at a time holds a response budget: a client that pipelines fetches and
+        # never reads the answers waits here (TCP back-pressure) instead of draining the pool.
+        await self._fetch_turn.acquire()
         self._tickets.add(ticket)
         request_frame = None
         if ticket.ask_upstream:
@@ -444,6 +453,7 @@ class ClientConnection:
             body = memoryview(frame)[_SIZE_BYTES:]
             _, start = parse_response_header(body, header_version)
             first = decode(FetchResponse, body[start:], version)
+            ticket.shrink(self.proxy.pool, len(frame))
         response = await self._fetching.answer(ticket, first)
         if response.node_endpoints:
             advertise_node_endpoints(response, self.proxy)
@@ -454,6 +464,7 @@ class ClientConnection:
         await self.client.send_all(out)
         ticket.release()
         self._tickets.discard(ticket)
+        self._fetch_turn.release()
         error_code = response.error_code or None
         outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
         self._report(slot, error_code, len(out), received_s, outcome, ticket.held_ms)

@@ -152,6 +152,8 @@ class FetchSection(_Section):
     """Hold long-poll fetches and produces in the proxy's purgatory; false forwards them."""
     watcher_max_wait_ms: int = Field(default=500, ge=1)
     """How long each broker's watcher long-poll waits upstream for new data."""
+    immediate_max_wait_ms: int = Field(default=100, ge=1)
+    """Most a broker may keep the proxy's min_bytes=0 fetches (Kafka answers them at once)."""
     session_cache_size: int = Field(default=1000, ge=0)
     """Fetch sessions kept per broker (Kafka: max.incremental.fetch.session.cache.slots)."""
     response_max_bytes: ByteSize = ByteSize(4 * 1024 * 1024)

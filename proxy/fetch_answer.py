@@ -25,7 +25,6 @@ from wire.messages.fetch_response import (
 )
 
 __all__ = [
-    "IMMEDIATE_MAX_WAIT_MS",
     "FetchResults",
     "build_response",
     "canonical",
@@ -35,10 +34,6 @@ __all__ = [
     "satisfied",
     "upstream_request",
 ]
-
-#: The max wait of the proxy's immediate upstream fetches. Kafka would take 0; Tansu answers a
-#: 0 ms fetch with no partitions at all, and 1 ms with min_bytes 0 returns at once.
-IMMEDIATE_MAX_WAIT_MS = 1
 
 #: The partition as the client names it: (topic name or topic id, partition index).
 ClientKey = tuple[str | UUID, int]
@@ -51,6 +46,14 @@ class FetchResults:
     partitions: dict[ClientKey, PartitionData] = field(default_factory=dict)
     throttle_time_ms: int = 0
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
+
+    def size_bytes(self) -> int:
+        """Roughly what the answer occupies: its records plus a little per partition."""
+        per_partition = 64
+        return sum(
+            per_partition + (len(data.records) if data.records is not None else 0)
+            for data in self.partitions.values()
+        )
 
     @classmethod
     def of(cls, response: FetchResponse) -> FetchResults:
@@ -70,9 +73,17 @@ def canonical(key: ClientKey, names: TopicNames) -> PartitionKey:
     return key
 
 
-def upstream_request(request: FetchRequest, context: FetchContext, max_bytes: int) -> FetchRequest:
-    """A sessionless, immediate fetch of every partition of ``context`` (the session's whole
-    set for an incremental fetch), with the client's offsets and at most ``max_bytes``."""
+def upstream_request(
+    request: FetchRequest, context: FetchContext, max_bytes: int, max_wait_ms: int
+) -> FetchRequest:
+    """A sessionless fetch of every partition of ``context`` (the session's whole set for an
+    incremental fetch), with the client's offsets, at most ``max_bytes`` and min_bytes 0.
+
+    min_bytes 0 makes a Kafka broker answer at once whatever ``max_wait_ms`` says. Tansu reads
+    its storage within max_wait_ms and waits the whole of it when there is nothing (measured:
+    1 ms returns no records from s3 storage, which needs ~10 ms), so ``max_wait_ms`` is the
+    most such a broker may keep the fetch ([fetch] immediate_max_wait_ms).
+    """
     topics: dict[str | UUID, FetchTopic] = {}
     for (name, index), cached in context.partitions.items():
         topic = topics.get(name)
@@ -95,7 +106,7 @@ def upstream_request(request: FetchRequest, context: FetchContext, max_bytes: in
         cluster_id=request.cluster_id,
         replica_id=request.replica_id,
         replica_state=request.replica_state,
-        max_wait_ms=IMMEDIATE_MAX_WAIT_MS,
+        max_wait_ms=max(1, min(request.max_wait_ms, max_wait_ms)),
         min_bytes=0,
         max_bytes=max(1, min(request.max_bytes, max_bytes)),
         isolation_level=request.isolation_level,

@@ -36,7 +36,7 @@ from proxy.fetch_answer import (
     upstream_request,
 )
 from proxy.fetch_session import ContextKind, FetchContext, FetchSessionCache
-from proxy.memory import Lease
+from proxy.memory import Lease, MemoryPool
 from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.upstream_watcher import UpstreamWatcher
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 __all__ = ["FetchTicket", "Fetching"]
 
 log = logging.getLogger("purgatory_proxy.fetching")
+
+#: Connections per broker for re-fetches after wake-ups.
+_REFETCH_CHANNELS = 4
 
 
 @dataclass(slots=True, eq=False)  # identity: a connection keeps a set of its tickets
@@ -82,6 +85,15 @@ class FetchTicket:
         if lease is not None and not lease.released:
             lease.release()
 
+    def shrink(self, pool: MemoryPool, size_bytes: int) -> None:
+        """Trade the response budget for what the answer really takes, now that it is read:
+        a fetch held for seconds keeps a few hundred bytes of the pool, not max_bytes. (Never
+        waits: if the pool is dry the bytes are already in hand and go uncounted.)"""
+        self.release()
+        self.lease = pool.try_allocate(max(1, min(size_bytes, pool.max_allocation_bytes)))
+        if self.lease is not None:
+            self.lease.hand_off()
+
 
 class Fetching:
     """Held fetches and produces of one proxy."""
@@ -96,6 +108,7 @@ class Fetching:
         )
         self._session_cache_size = config.fetch.session_cache_size
         self._watcher_max_wait_ms = config.fetch.watcher_max_wait_ms
+        self._immediate_max_wait_ms = config.fetch.immediate_max_wait_ms
         self._connect_timeout_s = config.upstream.connect_timeout_ms / 1000
         purgatory = config.purgatory
         self.fetches = Purgatory(
@@ -111,7 +124,7 @@ class Fetching:
         self.states = PartitionStates()
         self.names: TopicNames = proxy.topic_names
         self._sessions: dict[int, FetchSessionCache] = {}
-        self._refetch_channels: dict[int, BrokerChannel] = {}
+        self._refetch_channels: dict[int, list[BrokerChannel]] = {}
         self._watchers: dict[int, UpstreamWatcher] = {}
         self._nursery: trio.Nursery | None = None
         self._immediate = self._metrics.upstream_fetches.labels("immediate")
@@ -156,7 +169,9 @@ class Fetching:
         )
 
     def immediate_request(self, ticket: FetchTicket) -> FetchRequest:
-        return upstream_request(ticket.request, ticket.context, self.response_max_bytes)
+        return upstream_request(
+            ticket.request, ticket.context, self.response_max_bytes, self._immediate_max_wait_ms
+        )
 
     async def answer(self, ticket: FetchTicket, first: FetchResponse | None) -> FetchResponse:
         """The client's response: from ``first`` (the immediate upstream answer, if one was
@@ -227,8 +242,10 @@ class Fetching:
         response = await channel.request(self.immediate_request(ticket), ticket.version)
         assert isinstance(response, FetchResponse)
         if response.error_code:
+            ticket.release()
             return FetchResults()
         results = FetchResults.of(response)
+        ticket.shrink(self._pool, results.size_bytes())
         self._learn(ticket, results)
         return results
 
@@ -260,10 +277,16 @@ class Fetching:
         return BrokerChannel(address, self._nursery, self._connect_timeout_s)
 
     def _refetch_channel(self, node_id: int) -> BrokerChannel:
-        channel = self._refetch_channels.get(node_id)
-        if channel is None:
-            channel = self._refetch_channels[node_id] = self._channel(node_id)
-        return channel
+        """One of the broker's re-fetch channels, in turn: a broker answers a connection in
+        order, so a re-fetch that the broker keeps (up to immediate_max_wait_ms) delays only
+        the re-fetches queued behind it on the same channel."""
+        channels = self._refetch_channels.get(node_id)
+        if channels is None:
+            channels = self._refetch_channels[node_id] = [
+                self._channel(node_id) for _ in range(_REFETCH_CHANNELS)
+            ]
+        channels.append(channels.pop(0))
+        return channels[0]
 
     def _watcher(self, node_id: int) -> UpstreamWatcher:
         watcher = self._watchers.get(node_id)

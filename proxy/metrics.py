@@ -110,11 +110,6 @@ class Metrics:
             ["result"],
             registry=r,
         )
-        self.purgatory_clock_lag = Gauge(
-            f"{PREFIX}_purgatory_clock_lag_seconds",
-            "How late the purgatory's clock task last woke (set by the clock task).",
-            registry=r,
-        )
         self.upstream_fetches = Counter(
             f"{PREFIX}_upstream_fetches",
             "Fetches the proxy sent upstream for held client fetches, by kind: immediate (a "
@@ -351,6 +346,14 @@ class _StateCollector(Collector):
             for operation, purgatory in sorted(self.purgatories.items()):
                 family.add_metric([operation], getattr(purgatory.statistics(), field))
             yield family
+        lag = GaugeMetricFamily(
+            f"{PREFIX}_purgatory_clock_lag_seconds",
+            "How late the purgatory's clock task last woke for a due bucket.",
+            labels=["operation"],
+        )
+        for operation, purgatory in sorted(self.purgatories.items()):
+            lag.add_metric([operation], purgatory.clock_lag_s)
+        yield lag
         fetch = self.purgatories.get("fetch")
         if fetch is not None:
             yield _gauge(

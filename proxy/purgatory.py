@@ -198,6 +198,9 @@ class Purgatory:
         # The clock task's sleep, while it sleeps; `add` may pull its deadline in.
         self._sleep_scope: trio.CancelScope | None = None
         self._sleep_until_ms: float = math.inf
+        #: How late the clock task woke for its last due bucket, in seconds (a CPU-starved
+        #: event loop shows here first: expirations fire that much late).
+        self.clock_lag_s = 0.0
 
     def __repr__(self) -> str:
         stats = self.statistics()
@@ -384,6 +387,7 @@ class Purgatory:
                     self._sleep_until_ms = due_ms
                     await trio.sleep_forever()
                 self._sleep_scope = None
+                self.clock_lag_s = max(0.0, trio.current_time() - self._sleep_until_ms / 1000)
                 # Only the deadline ends the sleep, and trio wakes us at or after it; but
                 # ms -> s -> ms may round down by one, so never call the bucket not yet due.
                 now_ms = max(current_time_ms(), int(self._sleep_until_ms))

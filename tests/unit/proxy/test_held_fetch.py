@@ -194,10 +194,13 @@ def test_incremental_fetch_asks_for_the_whole_session_and_answers_only_news() ->
     # The client moves partition 0 on and lists only it; the session still holds partition 1.
     incremental = cache.new_context(_request({("t", 0): 3}, session_id, 1), now_ms=1)
     assert incremental.kind is ContextKind.INCREMENTAL
-    upstream = upstream_request(_request({("t", 0): 3}), incremental, max_bytes=1 << 20)
+    upstream = upstream_request(
+        _request({("t", 0): 3}), incremental, max_bytes=1 << 20, max_wait_ms=100
+    )
     asked = {(t.topic, p.partition): p.fetch_offset for t in upstream.topics for p in t.partitions}
     assert asked == {("t", 0): 3, ("t", 1): 0}
-    assert (upstream.session_id, upstream.session_epoch, upstream.max_bytes) == (0, -1, 1 << 20)
+    assert (upstream.session_id, upstream.session_epoch) == (0, -1)  # sessionless
+    assert (upstream.max_bytes, upstream.min_bytes, upstream.max_wait_ms) == (1 << 20, 0, 100)
 
     # Only partition 1 got a record: the answer carries it alone.
     second = FetchResults.of(_answer({("t", 0): (3, b""), ("t", 1): (1, b"x")}))
