@@ -19,7 +19,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from tests.support.cluster import Cluster, running_cluster
-from tests.support.processes import free_port
+from tests.support.processes import free_port, free_port_run
 from tests.support.proxy_process import ProxyProcess, running_proxy
 
 COORDINATOR = 2
@@ -98,7 +98,7 @@ def test_clients_are_routed_to_each_broker_through_its_own_port(cluster: Cluster
 
 
 def test_consecutive_broker_ports_follow_node_ids(cluster: Cluster) -> None:
-    base = free_port()
+    base = free_port_run(3)
     env = {"PURGATORY_PROXY_PROXY__FIRST_BROKER_PORT": str(base)}
     with running_proxy(cluster.bootstrap, env=env) as proxy:
         proxy.wait_for_log(r"broker 3 is served at")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import tempfile
@@ -17,7 +18,14 @@ from dataclasses import dataclass
 
 from proxy.embedded_broker import free_port, tansu_command
 
-__all__ = ["Broker", "free_port", "running_process", "running_tansu", "wait_for_port"]
+__all__ = [
+    "Broker",
+    "free_port",
+    "free_port_run",
+    "running_process",
+    "running_tansu",
+    "wait_for_port",
+]
 
 
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes]) -> None:
@@ -85,3 +93,25 @@ def running_tansu(
     port = port or free_port()
     with running_process(tansu_command(port, storage=storage), port, env=env) as pid:
         yield Broker("127.0.0.1", port, pid)
+
+
+def free_port_run(count: int, host: str = "127.0.0.1") -> int:
+    """The first of ``count`` consecutive ports that are all free now.
+
+    Chosen below the kernel's ephemeral range (32768 and up on Linux), where outgoing
+    connections of other tests cannot be sitting on the neighbours of a free port.
+    """
+    for base in random.sample(range(20_000, 32_000 - count), 200):
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports found on {host}")
