@@ -573,7 +573,7 @@ def _ledger_rows(
     out.row("... DUPLICATE_SEQUENCE_NUMBER", ledger.broker_duplicate_answers)
     out.row("acks no broker answer covers (the proxy's fault)", ledger.unbacked)
     out.row("acked records at the acknowledged partition/offset", ledger.at_acked_slot)
-    out.row("acked records in the topic at another offset (reused-offset acks)",
+    out.row("acked records in the topic at another offset (duplicate or reused-offset acks)",
             ledger.elsewhere_in_topic)  # fmt: skip
     out.row("acked records Tansu vouched for and does not have", ledger.lost_by_broker)
     out.row("acked records missing otherwise", ledger.missing)
