@@ -4,12 +4,12 @@
 # broker's own promise ("what I acknowledged, I have").
 #
 # Why it is needed (measured, tansu 0.6.0): after a kill -9 and restart on `s3://` storage, or
-# after a SIGSTOP long enough for librdkafka to retry, Tansu answers an idempotent producer's
-# retried batch with error NONE and a base offset counting from 0, i.e. offsets that already
-# belong to other records; after a restart some of those batches are not in the topic at all.
-# The same happens with the client talking to Tansu directly, without the proxy. Without a
-# record of what the broker said, such an acknowledgement cannot be told from one the proxy
-# made up.
+# after a SIGSTOP long enough for librdkafka to re-send, Tansu answers an idempotent producer's
+# re-sent batch DUPLICATE_SEQUENCE_NUMBER with base offset -1, and librdkafka reports its
+# records delivered at offsets -1, 0, 1 ..., which belong to other records; after a restart
+# some of those batches are not in the topic at all. The same happens with the client talking
+# to Tansu directly, without the proxy. Without a record of what the broker said, such an
+# acknowledgement cannot be told from one the proxy made up.
 #
 # The tap is the broker's advertised address (FaultyBroker starts Tansu with
 # `--advertised-listener-url` pointing here), so every connection to the broker - the proxy's

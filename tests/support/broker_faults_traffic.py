@@ -5,16 +5,17 @@
 #
 #   PacedProducer   confluent-kafka (librdkafka) producer in its own thread: idempotent,
 #                   acks=all, one record every `interval_s`. Every delivery report lands in
-#                   `acked` (partition, offset, key, value) or `failed` (the error). librdkafka's
-#                   statistics give the request timeouts and retries it hid from the app.
+#                   `acked` (partition, offset or None, key, value) or `failed` (the error).
+#                   librdkafka's statistics give the request timeouts, retries and re-sent
+#                   messages it hid from the app.
 #   GroupConsumer   confluent-kafka consumer in a group, in its own thread: consume a batch,
 #                   "process" it (append to `consumed`), then commit synchronously, which is
 #                   at-least-once: a batch processed but not committed when the broker dies is
 #                   delivered again, so duplicates are expected and counted, never hidden.
-#   read_back       the topic read straight from a broker, without the proxy and without a
-#                   group, for the "did the broker really have it" check.
+#   read_back       the topic read from the broker's advertised address, without the proxy
+#                   and without a group, for the "did the broker really have it" check.
 #
-# Both threads time every call they make into the client library (`longest_call_s`), because
+# Both threads time every call they make into the client library (`calls`), because
 # "the client never hangs" is a statement about those calls. librdkafka does its I/O in its own
 # threads, so the Python threads only poll and the GIL is not the bottleneck at these rates.
 """Producer and consumer threads that record what a client was told, and a direct read-back."""
