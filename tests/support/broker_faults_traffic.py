@@ -254,6 +254,8 @@ class GroupConsumer(threading.Thread):
         self.calls = _CallTimer()
         self.failure: BaseException | None = None
         self.stop = threading.Event()
+        #: Set once the group gave this consumer partitions (the first assignment).
+        self.assigned = threading.Event()
         self._stats: dict[str, int] = {}
 
     @property
@@ -269,7 +271,7 @@ class GroupConsumer(threading.Thread):
     def _run(self) -> None:
         consumer = Consumer({**self.config, "error_cb": self._on_error, "stats_cb": self._on_stats})
         try:
-            consumer.subscribe([self.topic])
+            consumer.subscribe([self.topic], on_assign=self._on_assign)
             while not self.stop.is_set():
                 batch = self.calls.timed(
                     "consume", consumer.consume, num_messages=500, timeout=self.poll_timeout_s
@@ -295,6 +297,10 @@ class GroupConsumer(threading.Thread):
 
     def _on_error(self, err: KafkaError) -> None:
         self.errors.append((time.monotonic(), str(err)))
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if partitions:
+            self.assigned.set()
 
     def _on_stats(self, text: str) -> None:
         brokers = json.loads(text).get("brokers", {}).values()
