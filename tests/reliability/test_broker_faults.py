@@ -77,8 +77,9 @@ RESTART_PARTITIONS = 3
 RESTART_INTERVAL_S = 0.001  # ~1,000 records/s offered
 RESTART_KILL_AFTER_ACKED = 2000
 RESTART_DOWN_S = 1.0
-#: A kill waits until the consumer is at most this many records behind the acks (0.5 s).
-RESTART_STEADY_LAG = 500
+#: A kill waits until the consumer is at most this many records behind the acks (2 s of the
+#: offered rate: through the proxy a keeping-up consumer trails by up to ~1 s, measured).
+RESTART_STEADY_LAG = 2000
 
 HANG_S = 4.0
 #: Produce timeout_ms (librdkafka request.timeout.ms) and the probe's timeout_ms.
@@ -183,13 +184,13 @@ def test_broker_restart_loses_nothing() -> None:
 
 @pytest.mark.soak
 def test_broker_restart_loses_nothing_soak() -> None:
-    """Three kill -9s, 3 s down each, in a 20,000-record stream (about 35 s)."""
+    """Three kill -9s, 3 s down each, in a 30,000-record stream (about 45 s)."""
     _broker_restart(
         _RestartPlan(
             "broker-restart-soak",
             "test_broker_restart_loses_nothing_soak",
-            20_000,
-            (4_000, 9_000, 14_000),
+            30_000,
+            (4_000, 10_000, 16_000),
             3.0,
         )
     )
@@ -201,6 +202,7 @@ def _broker_restart(plan: _RestartPlan) -> None:
     metrics_port = free_port()
     kills: list[tuple[float, float]] = []  # (killed_s, restarted_s)
     healthy_while_down = True
+    streaming = True  # the producer was still sending at every restart
     with (
         running_s3() as s3,
         faulty_broker(s3.storage_url, s3.client_env()) as broker,
@@ -224,6 +226,7 @@ def _broker_restart(plan: _RestartPlan) -> None:
                 time.sleep(plan.down_s / 2)
                 broker.start()
                 kills.append((killed_s, time.monotonic()))
+                streaming &= producer.is_alive() and producer.sent < plan.records
             producer.join(timeout=plan.records * RESTART_INTERVAL_S + 90)
             stored = read_back(broker.bootstrap, topic, RESTART_PARTITIONS, _last(producer.acked))
             _wait_for_catch_up(producer.acked, stored.records, consumer)
@@ -243,6 +246,7 @@ def _broker_restart(plan: _RestartPlan) -> None:
                 f"restart {i}: {side} recovery {_fmt(seconds)} (bound {RECOVERY_BOUND_S:g} s)",
             )
     out.check(not producer.failed, f"{len(producer.failed)} failed: {producer.failed[:2]}")
+    out.check(streaming, "the stream ended before a restart: the plan has too few records")
     out.check(stored.complete, "the read-back did not reach every acked offset")
     out.check(not tap_errors, f"the tap dropped connections: {tap_errors[:2]}")
     out.problems += ledger.problems
