@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from proxy.fetch_session import FetchContext, PartitionNews
-from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.partition_state import READ_COMMITTED, PartitionKey, PartitionStates, TopicNames
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import (
     FetchableTopicResponse,
@@ -29,6 +29,7 @@ __all__ = [
     "build_response",
     "canonical",
     "error_response",
+    "has_unread_records",
     "learn",
     "reached_offsets",
     "satisfied",
@@ -143,6 +144,21 @@ def satisfied(results: FetchResults, min_bytes: int) -> bool:
         if data.records is not None:
             total += len(data.records)
     return total >= max(min_bytes, 1)
+
+
+def has_unread_records(context: FetchContext, results: FetchResults, isolation_level: int) -> bool:
+    """Whether the answer says some partition has records past the client's offset that it
+    did not return (a broker that ran out of max_wait while reading its storage)."""
+    for key, cached in context.partitions.items():
+        data = results.partitions.get(key)
+        if data is None or data.error_code or data.records:
+            continue
+        readable = data.high_watermark
+        if isolation_level == READ_COMMITTED and data.last_stable_offset >= 0:
+            readable = data.last_stable_offset
+        if readable > cached.fetch_offset:
+            return True
+    return False
 
 
 def reached_offsets(

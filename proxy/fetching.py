@@ -30,6 +30,7 @@ from proxy.fetch_answer import (
     build_response,
     canonical,
     error_response,
+    has_unread_records,
     learn,
     reached_offsets,
     satisfied,
@@ -152,8 +153,10 @@ class Fetching:
         ticket = FetchTicket(
             request, version, node_id, context, now_ms + max(request.max_wait_ms, 0), True
         )
-        if context.kind is ContextKind.ERROR or (
-            request.max_wait_ms > 0 and context.partitions and self._nothing_new(ticket, now_ms)
+        if (
+            context.kind is ContextKind.ERROR
+            or not context.partitions  # answered at once, with nothing (Kafka does the same)
+            or (request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms))
         ):
             ticket.ask_upstream = False
         if ticket.ask_upstream:
@@ -168,9 +171,14 @@ class Fetching:
             for key, cached in ticket.context.partitions.items()
         )
 
-    def immediate_request(self, ticket: FetchTicket) -> FetchRequest:
+    def immediate_request(
+        self, ticket: FetchTicket, max_wait_ms: int | None = None
+    ) -> FetchRequest:
+        """The upstream fetch for ``ticket`` (by default the first look's max wait)."""
+        if max_wait_ms is None:
+            max_wait_ms = self._immediate_max_wait_ms
         return upstream_request(
-            ticket.request, ticket.context, self.response_max_bytes, self._immediate_max_wait_ms
+            ticket.request, ticket.context, self.response_max_bytes, max_wait_ms
         )
 
     async def answer(self, ticket: FetchTicket, first: FetchResponse | None) -> FetchResponse:
@@ -191,17 +199,26 @@ class Fetching:
             results = FetchResults.of(first)
             self._learn(ticket, results)
         now_ms = current_time_ms()
+        patient = True
         while (
             now_ms < ticket.deadline_ms
             and context.partitions
             and not satisfied(results, request.min_bytes)
         ):
-            woken = await self._hold(ticket, now_ms)
-            if not woken:
-                ticket.expired = True
-                break
+            # A broker that reads its storage within max_wait (Tansu on s3) may report records
+            # it did not have time to return: ask again, as long as the client would wait,
+            # rather than wait for news of data that is already there (once per wake-up).
+            unread = patient and has_unread_records(context, results, request.isolation_level)
+            patient = False
             try:
-                results = await self._refetch(ticket)
+                if unread:
+                    results = await self._refetch(ticket, ticket.deadline_ms - now_ms)
+                elif await self._hold(ticket, now_ms):
+                    results = await self._refetch(ticket, self._immediate_max_wait_ms)
+                    patient = True
+                else:
+                    ticket.expired = True
+                    break
             except UpstreamUnavailable as error:
                 # Answer with what the proxy has; the client's next fetch meets the failure on
                 # its own connection, where it belongs.
@@ -233,13 +250,15 @@ class Fetching:
             ticket.held_ms += (trio.current_time() - started_s) * 1000
         return not operation.expired
 
-    async def _refetch(self, ticket: FetchTicket) -> FetchResults:
-        """Fetch the ticket's partitions again (after a wake-up), paying from the pool first."""
+    async def _refetch(self, ticket: FetchTicket, max_wait_ms: int) -> FetchResults:
+        """Fetch the ticket's partitions again, paying from the pool first; a broker like
+        Tansu may keep it up to ``max_wait_ms`` (min_bytes is 0)."""
         ticket.release()  # the previous answer is replaced; never hold two leases
         ticket.lease = await self._pool.allocate(self.response_max_bytes)
         self._refetches.inc()
         channel = self._refetch_channel(ticket.node_id)
-        response = await channel.request(self.immediate_request(ticket), ticket.version)
+        request = self.immediate_request(ticket, max_wait_ms)
+        response = await channel.request(request, ticket.version)
         assert isinstance(response, FetchResponse)
         if response.error_code:
             ticket.release()

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-__all__ = ["PartitionKey", "PartitionState", "PartitionStates", "TopicNames"]
+__all__ = ["READ_COMMITTED", "PartitionKey", "PartitionState", "PartitionStates", "TopicNames"]
 
 #: (topic name, or a topic id the registry does not know; partition index)
 PartitionKey = tuple[str | UUID, int]

@@ -13,6 +13,7 @@ from proxy.delayed import DelayedFetch, DelayedProduce
 from proxy.fetch_answer import (
     FetchResults,
     build_response,
+    has_unread_records,
     learn,
     reached_offsets,
     satisfied,
@@ -247,3 +248,15 @@ async def test_frame_reader_resumes_a_frame_whose_read_was_cancelled(
     await writer.send_all(frame[7:] + frame)
     assert await reader.next_frame() == frame
     assert await reader.next_frame() == frame
+
+
+def test_records_the_broker_reported_but_did_not_return_are_asked_for_again() -> None:
+    """Tansu on s3 answers a short fetch with the high watermark and no records."""
+    cache = _cache()
+    context = cache.new_context(_request({("t", 0): 0, ("t", 1): 5}), now_ms=0)
+    short = FetchResults.of(_answer({("t", 0): (5, b""), ("t", 1): (5, b"")}))
+    assert has_unread_records(context, short, 0)
+    caught_up = FetchResults.of(_answer({("t", 0): (5, b"abc"), ("t", 1): (5, b"")}))
+    assert not has_unread_records(context, caught_up, 0)
+    quiet = FetchResults.of(_answer({("t", 0): (0, b""), ("t", 1): (5, b"")}))
+    assert not has_unread_records(context, quiet, 0)
