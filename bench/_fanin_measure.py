@@ -42,6 +42,8 @@ PROBE_TIMEOUT_S = 10.0
 #: Pause between probes, so each starts from a fleet that is polling again.
 PROBE_GAP_S = 0.3
 _RSS_SAMPLE_S = 1.0
+#: What a broken or refused connection raises here (ProduceError is caught before these).
+_CONNECTION_ERRORS = (OSError, trio.BrokenResourceError, KafkaError, WireError)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
     result = Measurement(plan.route, plan.n)
     try:
         route = await _entry_route(stack, plan)
-    except (OSError, trio.BrokenResourceError, KafkaError, WireError) as exc:
+    except _CONNECTION_ERRORS as exc:
         result.notes.append(f"metadata lookup failed: {exc!r}")
         return result
     pids = _pids(stack)
@@ -207,41 +209,58 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         }
 
         # -- delivery probes ---------------------------------------------------------------
-        try:
-            producer = await Producer.open(route)
-        except (OSError, trio.BrokenResourceError, KafkaError, WireError) as exc:
-            result.notes.append(f"no delivery probes: the producer could not connect: {exc!r}")
-            nursery.cancel_scope.cancel()
-            return _finish(result, fleet)
-        try:
-            offset = plan.start_offset
-            for k in range(plan.probes):
-                await trio.sleep(random.uniform(0, plan.settings.max_wait_ms / 1000))
-                probe = Probe(sent_at=trio.current_time(), expected=set(fleet.live))
-                fleet.probe = probe
-                try:
-                    acked: int | None = await producer.produce(f"probe {k}".encode())
-                except ProduceError as exc:
-                    # The record may have been written all the same: judge by where the
-                    # consumers go next.
-                    acked = None
-                    result.produce_errors[exc.error_code] = (
-                        result.produce_errors.get(exc.error_code, 0) + 1
-                    )
-                result.ack_ms.append((trio.current_time() - probe.sent_at) * 1000)
-                probe.acknowledged(offset if acked is None else acked)
-                with trio.move_on_after(PROBE_TIMEOUT_S):
-                    await probe.done.wait()
-                fleet.probe = None
-                result.latencies_ms += probe.latencies_ms()
-                result.missed += len(probe.expected) - len(probe.arrivals)
-                offset = max(offset, probe.highest_next_offset, -1 if acked is None else acked + 1)
-                await trio.sleep(PROBE_GAP_S)
-            result.records_produced = offset - plan.start_offset
-        finally:
-            await producer.aclose()
+        await _probe_deliveries(route, plan, fleet, result)
         nursery.cancel_scope.cancel()
     return _finish(result, fleet)
+
+
+async def _probe_deliveries(
+    route: TopicRoute, plan: Plan, fleet: Fleet, result: Measurement
+) -> None:
+    """Produce ``plan.probes`` records one at a time and time their delivery to ``fleet``.
+
+    Error handling: a producer connection that breaks is noted and opened again for the
+    next probe; one that cannot be opened ends the probes (noted).
+    """
+    producer: Producer | None = None
+    offset = plan.start_offset
+    try:
+        for k in range(plan.probes):
+            if producer is None:
+                try:
+                    producer = await Producer.open(route)
+                except _CONNECTION_ERRORS as exc:
+                    result.notes.append(f"probe {k}: the producer could not connect: {exc!r}")
+                    return
+            await trio.sleep(random.uniform(0, plan.settings.max_wait_ms / 1000))
+            probe = Probe(sent_at=trio.current_time(), expected=set(fleet.live))
+            fleet.probe = probe
+            acked: int | None = None
+            try:
+                acked = await producer.produce(f"probe {k}".encode())
+            except ProduceError as exc:
+                # The record may have been written all the same: judge by where the
+                # consumers go next.
+                result.produce_errors[exc.error_code] = (
+                    result.produce_errors.get(exc.error_code, 0) + 1
+                )
+            except _CONNECTION_ERRORS as exc:
+                result.notes.append(f"probe {k}: the producer's connection broke: {exc!r}")
+                await producer.aclose()
+                producer = None
+            result.ack_ms.append((trio.current_time() - probe.sent_at) * 1000)
+            probe.acknowledged(offset if acked is None else acked)
+            with trio.move_on_after(PROBE_TIMEOUT_S):
+                await probe.done.wait()
+            fleet.probe = None
+            result.latencies_ms += probe.latencies_ms()
+            result.missed += len(probe.expected) - len(probe.arrivals)
+            offset = max(offset, probe.highest_next_offset, -1 if acked is None else acked + 1)
+            await trio.sleep(PROBE_GAP_S)
+    finally:
+        result.records_produced = offset - plan.start_offset
+        if producer is not None:
+            await producer.aclose()
 
 
 def _finish(result: Measurement, fleet: Fleet) -> Measurement:

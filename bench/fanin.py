@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -131,7 +132,13 @@ def _one_n(run: Run, n: int, log: bool) -> None:
             )
             if log:
                 print(f"fanin: N={n:,} {route}: measuring ...", file=sys.stderr, flush=True)
-            result = trio.run(measure, stack, plan)
+            try:
+                result = trio.run(measure, stack, plan)
+            except Exception as exc:  # keep the other measurements of the run
+                run.notes.append(f"N = {n:,}, {route}: the measurement failed: {exc!r}")
+                if log:
+                    traceback.print_exc()
+                break
             offset += result.records_produced
             run.measurements.append(result)
             if log:
