@@ -52,7 +52,8 @@ PARTITIONS = 8
 RECORDS = 10_000
 SESSION_TIMEOUT_MS = 4000
 #: Records each member processes per second at most: slow enough that the join and the
-#: leave happen while work remains, fast enough that one scenario takes ~25 s (the join of a JVM on a busy 2-core machine took longer than 8 s).
+#: leave happen while work remains (a JVM's join on a busy 2-core machine took over 8 s),
+#: fast enough that one scenario takes ~25 s.
 MAX_RATE = 500
 A_BEFORE_JOIN = 2000
 B_BEFORE_LEAVE = 300
