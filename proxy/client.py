@@ -13,6 +13,15 @@
 # sends no response for it and the client expects none, but some brokers (Tansu) answer it
 # anyway, so such an answer is recognised by its correlation id and dropped.
 #
+# Held requests (issue 6, proxy/fetching.py; off with [fetch] hold = false):
+#   - a Fetch on a broker port is answered by the proxy: the request pump applies it to the
+#     proxy's fetch session and sends a sessionless first look upstream unless the proxy knows
+#     there is nothing new; the response pump reads that answer in turn and lets
+#     Fetching.answer hold the fetch in the purgatory; the response is built by the proxy.
+#   - a Produce with acks=1/all waits for its answer in the produce purgatory, at most its
+#     timeout_ms; then the client gets REQUEST_TIMED_OUT and the late answer is dropped like
+#     an acks=0 answer. Upstream frames are read by a cancel-safe FrameReader for that reason.
+#
 # Any error ends the whole connection (both sides) with one log line that says why; nothing
 # here can affect another connection.
 #
