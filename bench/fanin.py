@@ -28,6 +28,7 @@ Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 12 mi
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 import traceback
@@ -40,6 +41,7 @@ import trio
 from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
 from bench._fanin_stack import (
     DESCRIPTOR_MARGIN,
+    ROOT,
     DescriptorLimits,
     Stack,
     raise_descriptor_limit,
@@ -146,13 +148,31 @@ def _one_n(run: Run, n: int, log: bool) -> None:
             run.notes += [f"N = {n:,}, {route}: {note}" for note in result.notes]
             _note_proxy_descriptors(run, result)
             if not stack.proxy.alive():
-                tail = stack.proxy.log_text().strip().splitlines()[-3:]
                 run.notes.append(
-                    f"N = {n:,}: the proxy exited during the {route} route; its last log "
-                    f"lines: {' / '.join(tail)}"
+                    f"N = {n:,}: the proxy exited during the {route} route: "
+                    f"{_crash_site(stack.proxy.log_text())}"
                 )
                 break
         _note_proxy_log(run, n, stack)
+
+
+_FRAME = re.compile(r'File "(?P<path>[^"]*/proxy/[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+
+
+def _crash_site(log: str) -> str:
+    """The last proxy/ frame and the last error line of a traceback in ``log``."""
+    frames = list(_FRAME.finditer(log))
+    errors = [
+        line.strip(" |+-")
+        for line in log.splitlines()
+        if re.match(r"^[\s|+]*[A-Za-z_.]*(Error|Exception)\b", line)
+    ]
+    where = ""
+    if frames:
+        last = frames[-1]
+        root = str(ROOT) + "/"
+        where = f"{last['path'].removeprefix(root)}:{last['line']} in {last['fn']}: "
+    return where + (errors[-1] if errors else "(no traceback in its log)")
 
 
 def _note_proxy_descriptors(run: Run, m: Measurement) -> None:
@@ -264,7 +284,7 @@ def _detail_table(run: Run) -> list[str]:
         }
         lines.append(
             f"| {m.n:,} | {m.route} | {m.setup_s:.1f} | {_ms(m.poll_cycle_ms)} | {versions} "
-            f"| {m.sessions:,} | {m.proxy_descriptors:,} "
+            f"| {m.sessions:,} | {f'{m.proxy_descriptors:,}' if m.route == 'proxy' else '-'} "
             f"| {m.full_requests:,} / {m.incremental_requests:,} | {m.upstream_other_per_s:.1f} "
             f"| {m.cpu_percent.get('consumers', 0):.0f} | {relay_cpu:.0f} "
             f"| {_ms(max(m.ack_ms) if m.ack_ms else None)} "
