@@ -18,7 +18,7 @@
 # at N = 1,000; delivery p99 <= direct + 20 ms; >= 10,000 held long-polls in <= 1 GiB RSS.
 """Fan-in: N idle long-polling consumers, direct vs through purgatory-proxy.
 
-Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 12 minutes) or
+Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 13 minutes) or
 ``--quick`` (N = 100, 1,000; 5 s windows; about 1 minute). ``--n``, ``--seconds`` and
 ``--probes`` override; ``--proxy-env KEY=VALUE`` passes settings to the proxy (for example
 ``PURGATORY_PROXY_FETCH__HOLD=false`` to measure plain forwarding). Results go to the
