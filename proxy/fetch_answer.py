@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 from uuid import UUID
 
 from proxy.fetch_session import FetchContext, PartitionNews
@@ -66,6 +67,17 @@ class FetchResults:
         return cls(partitions, response.throttle_time_ms, response.node_endpoints)
 
 
+_Topic = TypeVar("_Topic", FetchTopic, FetchableTopicResponse)
+
+
+def _topic_entry(topics: dict[str | UUID, _Topic], name: str | UUID, cls: type[_Topic]) -> _Topic:
+    """The entry for topic ``name`` (a name, or an id from v13 on), created on first use."""
+    topic = topics.get(name)
+    if topic is None:
+        topic = topics[name] = cls(topic_id=name) if isinstance(name, UUID) else cls(topic=name)
+    return topic
+
+
 def canonical(key: ClientKey, names: TopicNames) -> PartitionKey:
     """The proxy-wide key of a partition the client names by ``key``."""
     topic, index = key
@@ -87,13 +99,7 @@ def upstream_request(
     """
     topics: dict[str | UUID, FetchTopic] = {}
     for (name, index), cached in context.partitions.items():
-        topic = topics.get(name)
-        if topic is None:
-            if isinstance(name, UUID):
-                topic = topics[name] = FetchTopic(topic_id=name)
-            else:
-                topic = topics[name] = FetchTopic(topic=name)
-        topic.partitions.append(
+        _topic_entry(topics, name, FetchTopic).partitions.append(
             FetchPartition(
                 partition=index,
                 current_leader_epoch=cached.current_leader_epoch,
@@ -225,14 +231,7 @@ def build_response(
     session_id, carried = context.respond(news, now_ms)
     topics: dict[str | UUID, FetchableTopicResponse] = {}
     for key in carried:
-        name = key[0]
-        topic = topics.get(name)
-        if topic is None:
-            if isinstance(name, UUID):
-                topic = topics[name] = FetchableTopicResponse(topic_id=name)
-            else:
-                topic = topics[name] = FetchableTopicResponse(topic=name)
-        topic.partitions.append(parts[key])
+        _topic_entry(topics, key[0], FetchableTopicResponse).partitions.append(parts[key])
     return FetchResponse(
         throttle_time_ms=results.throttle_time_ms,
         session_id=session_id,
