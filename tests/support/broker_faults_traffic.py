@@ -88,7 +88,45 @@ class _CallTimer:
                 self.longest_s, self.at_s, self.what = took, started, what
 
 
-class PacedProducer(threading.Thread):
+class _ClientThread(threading.Thread):
+    """What both client threads share: the ledger of trouble and the way they end.
+
+    An exception escaping the client library ends the thread and is kept in ``failure``
+    for the test to re-raise; error_cb events land in ``errors``; librdkafka's statistics
+    counters are kept at their largest value seen.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.errors: list[tuple[float, str]] = []  # error_cb: connection-level trouble
+        self.calls = _CallTimer()
+        self.failure: BaseException | None = None
+        self.stop = threading.Event()
+        self._stats: dict[str, int] = {}
+
+    @property
+    def request_timeouts(self) -> int:
+        """Requests librdkafka gave up waiting for (socket.timeout.ms), per its statistics."""
+        return self._stats.get("req_timeouts", 0)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.failure = exc
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _on_error(self, err: KafkaError) -> None:
+        self.errors.append((time.monotonic(), str(err)))
+
+    def _keep_largest(self, name: str, value: int) -> None:
+        # Broker handles can be replaced; the counters only ever matter as "at least".
+        self._stats[name] = max(self._stats.get(name, 0), value)
+
+
+class PacedProducer(_ClientThread):
     """Produce ``count`` records to ``topic``, one every ``interval_s``, then flush.
 
     Error handling: delivery errors are recorded, not raised; an exception escaping the
@@ -104,7 +142,7 @@ class PacedProducer(threading.Thread):
         config: dict[str, Any] | None = None,
         flush_timeout_s: float = 30.0,
     ) -> None:
-        super().__init__(name=f"producer-{topic}", daemon=True)
+        super().__init__(f"producer-{topic}")
         self.topic, self.count, self.interval_s = topic, count, interval_s
         self.flush_timeout_s = flush_timeout_s
         self.config: dict[str, Any] = {
@@ -117,12 +155,7 @@ class PacedProducer(threading.Thread):
         }
         self.acked: list[Acked] = []
         self.failed: list[tuple[bytes, str]] = []
-        self.errors: list[tuple[float, str]] = []  # error_cb: connection-level trouble
         self.sent = 0
-        self.calls = _CallTimer()
-        self.failure: BaseException | None = None
-        self.stop = threading.Event()
-        self._stats: dict[str, int] = {}
 
     @staticmethod
     def key_of(i: int) -> bytes:
@@ -131,11 +164,6 @@ class PacedProducer(threading.Thread):
     @staticmethod
     def value_of(i: int) -> bytes:
         return b"v%07d-%s" % (i, uuid.uuid4().hex[:12].encode())
-
-    @property
-    def request_timeouts(self) -> int:
-        """Requests librdkafka gave up waiting for (socket.timeout.ms), per its statistics."""
-        return self._stats.get("req_timeouts", 0)
 
     @property
     def retries(self) -> int:
@@ -149,12 +177,6 @@ class PacedProducer(threading.Thread):
         than retrying the request, so `retries` does not count them; transmitted minus
         produced messages per partition does (measured: 15 REQUEST_TIMED_OUT answers, 15)."""
         return self._stats.get("resent", 0)
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.failure = exc
 
     def _run(self) -> None:
         producer = Producer({**self.config, "error_cb": self._on_error, "stats_cb": self._on_stats})
@@ -200,16 +222,11 @@ class PacedProducer(threading.Thread):
         known = offset if offset is not None and offset >= 0 else None
         self.acked.append(Acked(partition, known, key, value, sent_s, time.monotonic()))
 
-    def _on_error(self, err: KafkaError) -> None:
-        self.errors.append((time.monotonic(), str(err)))
-
     def _on_stats(self, text: str) -> None:
         stats = json.loads(text)
         brokers = stats.get("brokers", {}).values()
         for name in ("req_timeouts", "txretries", "txerrs"):
-            total = sum(int(broker.get(name, 0)) for broker in brokers)
-            # Broker handles can be replaced; the counters only ever matter as "at least".
-            self._stats[name] = max(self._stats.get(name, 0), total)
+            self._keep_largest(name, sum(int(broker.get(name, 0)) for broker in brokers))
         partitions = [
             p
             for topic in stats.get("topics", {}).values()
@@ -217,15 +234,15 @@ class PacedProducer(threading.Thread):
             if key != "-1"
         ]
         resent = sum(int(p.get("txmsgs", 0)) - int(p.get("msgs", 0)) for p in partitions)
-        self._stats["resent"] = max(self._stats.get("resent", 0), resent)
+        self._keep_largest("resent", resent)
 
 
-class GroupConsumer(threading.Thread):
+class GroupConsumer(_ClientThread):
     """Consume ``topic`` in group ``group`` from the earliest offset; commit after processing.
 
     Error handling: commit failures and error events are recorded (they are expected while
     the broker is away); an exception escaping the client library ends the thread and is kept
-    in ``failure``.
+    in ``failure`` (_ClientThread).
     """
 
     def __init__(
@@ -236,7 +253,7 @@ class GroupConsumer(threading.Thread):
         config: dict[str, Any] | None = None,
         poll_timeout_s: float = 0.5,
     ) -> None:
-        super().__init__(name=f"consumer-{group}", daemon=True)
+        super().__init__(f"consumer-{group}")
         self.topic, self.poll_timeout_s = topic, poll_timeout_s
         self.config: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
@@ -250,23 +267,8 @@ class GroupConsumer(threading.Thread):
         }
         self.consumed: list[Consumed] = []
         self.commit_errors: list[str] = []
-        self.errors: list[tuple[float, str]] = []
-        self.calls = _CallTimer()
-        self.failure: BaseException | None = None
-        self.stop = threading.Event()
         #: Set once the group gave this consumer partitions (the first assignment).
         self.assigned = threading.Event()
-        self._stats: dict[str, int] = {}
-
-    @property
-    def request_timeouts(self) -> int:
-        return self._stats.get("req_timeouts", 0)
-
-    def run(self) -> None:
-        try:
-            self._run()
-        except BaseException as exc:
-            self.failure = exc
 
     def _run(self) -> None:
         consumer = Consumer({**self.config, "error_cb": self._on_error, "stats_cb": self._on_stats})
@@ -295,17 +297,13 @@ class GroupConsumer(threading.Thread):
         finally:
             self.calls.timed("close", consumer.close)
 
-    def _on_error(self, err: KafkaError) -> None:
-        self.errors.append((time.monotonic(), str(err)))
-
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if partitions:
             self.assigned.set()
 
     def _on_stats(self, text: str) -> None:
         brokers = json.loads(text).get("brokers", {}).values()
-        total = sum(int(broker.get("req_timeouts", 0)) for broker in brokers)
-        self._stats["req_timeouts"] = max(self._stats.get("req_timeouts", 0), total)
+        self._keep_largest("req_timeouts", sum(int(b.get("req_timeouts", 0)) for b in brokers))
 
 
 @dataclass
