@@ -59,7 +59,7 @@ class DelayedFetch(DelayedOperation):
         for key, offset in self._reached:
             state = states.get(key)
             if state is None:
-                continue  # never answered for: only a produce (which creates it) can tell
+                continue  # never answered for: the deadline (or a re-fetch) will tell
             if state.stale or state.error_code or state.available(isolation) > offset:
                 return self.force_complete()
         return False

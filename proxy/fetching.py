@@ -285,7 +285,8 @@ class Fetching:
         states, fetches = self.states, self.fetches
         for key in keys:
             states.invalidate(key)
-            fetches.check_and_complete(key)
+            if fetches.watched_ops(key):
+                fetches.check_and_complete(key)
 
     # -- per-broker resources ----------------------------------------------------------
 

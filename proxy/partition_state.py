@@ -115,9 +115,7 @@ class PartitionStates:
     def invalidate(self, key: PartitionKey) -> None:
         """A produce landed on ``key``: its log end is no longer known."""
         state = self._states.get(key)
-        if state is None:
-            self._states[key] = PartitionState()  # stale from birth
-        else:
+        if state is not None:
             state.stale = True
 
     def settle(self, key: PartitionKey) -> None:

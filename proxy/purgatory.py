@@ -234,7 +234,7 @@ class Purgatory:
         )
 
     def watched_ops(self, key: Hashable) -> int:
-        """Entries in ``key``'s watcher list, completed ones included (only for testing)."""
+        """Entries in ``key``'s watcher list, completed ones included (0: nobody waits on it)."""
         ops = self._watchers.get(key)
         return 0 if ops is None else len(ops)
 
