@@ -26,21 +26,23 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 
 import pytest
 import trio
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 
-from bench._report import RELIABILITY_MD, machine_line, write_section
 from tests.support.load_clients import SteadyResult, run_client
 from tests.support.load_proc import open_fds, rss_bytes, scrape
+from tests.support.load_scenario import Report, create_topic
 from tests.support.load_storm import StormResult, storm
 from tests.support.processes import free_port, running_tansu
 from tests.support.proxy_process import ProxyProcess, running_proxy
 
+REPORT = Report(
+    "connection-storm",
+    "Connection storm (scenario 4)",
+    "tests/reliability/test_connection_storm.py",
+)
 MIB = 2**20
 FD_TOLERANCE = 2
 RSS_TOLERANCE_BYTES = 8 * MIB
@@ -74,20 +76,10 @@ async def _at_rest(proxy: ProxyProcess, metrics: str) -> AtRest:
     return AtRest(open_fds(proxy.pid), rss_bytes(proxy.pid))
 
 
-def _create_topic(bootstrap: str) -> str:
-    topic = f"storm-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        admin.close()
-    return topic
-
-
 async def _scenario(size: Size) -> None:
     metrics = f"127.0.0.1:{free_port()}"
     with running_tansu() as broker, running_proxy(broker.bootstrap, "--metrics", metrics) as proxy:
-        topic = _create_topic(proxy.bootstrap)
+        topic = create_topic(proxy.bootstrap, "storm")
         steady: list[SteadyResult] = []
         storms: list[StormResult] = []
 
@@ -100,7 +92,7 @@ async def _scenario(size: Size) -> None:
 
         # Warm-up: the pair once (so whatever the proxy opens for itself when clients fetch,
         # e.g. a broker's fetch watcher, is open in the baseline too) and a small storm.
-        await steady_pair(_create_topic(proxy.bootstrap), 1.0)
+        await steady_pair(create_topic(proxy.bootstrap, "storm"), 1.0)
         await storm(proxy.host, proxy.port, size.warmup_connections, size.concurrency)
         before = await _at_rest(proxy, metrics)
         steady.clear()
@@ -131,9 +123,7 @@ async def _scenario(size: Size) -> None:
         f"{before.rss_bytes / MIB:.1f} -> {after.rss_bytes / MIB:.1f} MiB (tolerance "
         f"+{RSS_TOLERANCE_BYTES // MIB})"
     )
-    print(verdict)
-    write_section("connection-storm", _markdown(size, result, pair, before, after, closed,
-                                                verdict), path=RELIABILITY_MD)  # fmt: skip
+    REPORT.write(_body(size, result, pair, before, after, closed), verdict, soak=size is SOAK)
     assert pair.errors == 0, pair
     assert after.fds <= before.fds + FD_TOLERANCE, f"fd leak: {before.fds} -> {after.fds}"
     assert after.rss_bytes <= before.rss_bytes + RSS_TOLERANCE_BYTES, (
@@ -146,57 +136,45 @@ def _reason(series: str) -> str:
     return series.partition('reason="')[2].partition('"')[0]
 
 
-def _markdown(
+def _body(
     size: Size,
     result: StormResult,
     pair: SteadyResult,
     before: AtRest,
     after: AtRest,
     closed: dict[str, float],
-    verdict: str,
-) -> str:
+) -> list[str]:
     reasons = ", ".join(
         f"{_reason(name)} {value:.0f}" for name, value in sorted(closed.items()) if value
     )
     failed = ", ".join(f"{k} {v}" for k, v in sorted(result.failed.items())) or "none"
-    return "\n".join(
-        [
-            "## Connection storm (scenario 4)",
-            "",
-            machine_line(),
-            "",
-            f"{result.total} connections opened and closed by {size.concurrency} workers at full "
-            "speed, a quarter each: closed at once, one ApiVersions round trip, closed inside "
-            "a frame, reset with a Metadata response owed. Meanwhile a librdkafka producer sends "
-            f"{size.steady_rate_per_s:g} records/s (acks=all, latency from each record's due "
-            "time) and a consumer reads them back. At rest = no client connection open "
-            f"(`{CONNECTIONS_OPEN}` 0); the baseline follows a 1 s run of the pair and a warm-up "
-            f"storm of {size.warmup_connections} connections. Tolerances: fds +{FD_TOLERANCE} (the "
-            "proxy's own upstream connections may come and go), RSS "
-            f"+{RSS_TOLERANCE_BYTES // MIB} MiB ({RSS_TOLERANCE_BYTES // result.total} bytes "
-            "per storm connection, where one open connection costs the proxy about 17 KiB, so a "
-            "leak of whole connections shows).",
-            "",
-            "| figure | value |",
-            "|---|---|",
-            f"| storm | {result.total} in {result.seconds:.1f} s ({result.per_second:.0f}/s) |",
-            f"| storm connections that failed | {failed} |",
-            f"| steady acked / sent / consumed | {pair.acked} / {pair.sent} / {pair.consumed} |",
-            f"| steady errors | {pair.errors} |",
-            f"| steady ack latency p50 / p99 / max | {pair.ack_p50_ms:.1f} / "
-            f"{pair.ack_p99_ms:.1f} / {pair.ack_max_ms:.1f} ms |",
-            f"| steady end-to-end p99 | {pair.e2e_p99_ms:.1f} ms |",
-            f"| proxy fds at rest, before / after | {before.fds} / {after.fds} |",
-            f"| proxy RSS at rest, before / after | {before.rss_bytes / MIB:.1f} / "
-            f"{after.rss_bytes / MIB:.1f} MiB |",
-            f"| connections closed, by reason | {reasons} |",
-            "",
-            f"Verdict: `{verdict}`",
-            "",
-            "Command: `.venv/bin/python -m pytest -q tests/reliability/test_connection_storm.py"
-            + (" -m soak`" if size is SOAK else "`"),
-        ]
-    )
+    return [
+        f"{result.total} connections opened and closed by {size.concurrency} workers at full "
+        "speed, a quarter each: closed at once, one ApiVersions round trip, closed inside "
+        "a frame, reset with a Metadata response owed. Meanwhile a librdkafka producer sends "
+        f"{size.steady_rate_per_s:g} records/s (acks=all, latency from each record's due "
+        "time) and a consumer reads them back. At rest = no client connection open "
+        f"(`{CONNECTIONS_OPEN}` 0); the baseline follows a 1 s run of the pair and a warm-up "
+        f"storm of {size.warmup_connections} connections. Tolerances: fds +{FD_TOLERANCE} (the "
+        "proxy's own upstream connections may come and go), RSS "
+        f"+{RSS_TOLERANCE_BYTES // MIB} MiB ({RSS_TOLERANCE_BYTES // result.total} bytes "
+        "per storm connection, where one open connection costs the proxy about 17 KiB, so a "
+        "leak of whole connections shows).",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| storm | {result.total} in {result.seconds:.1f} s ({result.per_second:.0f}/s) |",
+        f"| storm connections that failed | {failed} |",
+        f"| steady acked / sent / consumed | {pair.acked} / {pair.sent} / {pair.consumed} |",
+        f"| steady errors | {pair.errors} |",
+        f"| steady ack latency p50 / p99 / max | {pair.ack_p50_ms:.1f} / "
+        f"{pair.ack_p99_ms:.1f} / {pair.ack_max_ms:.1f} ms |",
+        f"| steady end-to-end p99 | {pair.e2e_p99_ms:.1f} ms |",
+        f"| proxy fds at rest, before / after | {before.fds} / {after.fds} |",
+        f"| proxy RSS at rest, before / after | {before.rss_bytes / MIB:.1f} / "
+        f"{after.rss_bytes / MIB:.1f} MiB |",
+        f"| connections closed, by reason | {reasons} |",
+    ]
 
 
 async def test_connection_storm_leaks_nothing() -> None:

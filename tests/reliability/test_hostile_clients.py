@@ -35,20 +35,18 @@ import math
 import statistics
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import trio
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import NewTopic
+from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from bench._report import RELIABILITY_MD, machine_line, write_section
 from tests.support.load_clients import ThroughputResult, run_client
 from tests.support.load_hostile import Garbage, NeverReader, Slowloris
 from tests.support.load_proc import peak_rss_bytes, reset_peak_rss, rss_bytes, scrape
+from tests.support.load_scenario import Report, create_topic
 from tests.support.load_wire import (
     PRODUCE_VERSION,
     KafkaWire,
@@ -59,6 +57,11 @@ from tests.support.load_wire import (
 from tests.support.processes import free_port, running_tansu
 from tests.support.proxy_process import ProxyProcess, running_proxy
 
+REPORT = Report(
+    "hostile-clients",
+    "Slow and hostile clients (scenario 5)",
+    "tests/reliability/test_hostile_clients.py",
+)
 MIB = 2**20
 LIMIT_BYTES = 32 * MIB
 MAX_REQUEST_BYTES = 2 * MIB
@@ -121,16 +124,6 @@ class ProxyFigures:
     cut: Slowloris
     frame_timeouts: float
     pinned: Pinned
-
-
-def _create_topic(bootstrap: str, prefix: str) -> str:
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        admin.close()
-    return topic
 
 
 async def _fill(address: tuple[str, int], topic: str) -> None:
@@ -253,8 +246,8 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
         running_tansu() as broker,
         running_proxy(broker.bootstrap, "--config", str(config), "--metrics", metrics) as proxy,
     ):
-        healthy_topic = _create_topic(proxy.bootstrap, "healthy")
-        fetch_topic = _create_topic(proxy.bootstrap, "unread")
+        healthy_topic = create_topic(proxy.bootstrap, "healthy")
+        fetch_topic = create_topic(proxy.bootstrap, "unread")
         fetch_broker = await leader_address(proxy.host, proxy.port, fetch_topic)
         await _fill(fetch_broker, fetch_topic)
         # At most: the phases overrun a little (garbage connections still closing at a
@@ -321,12 +314,9 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
         f"held {pinned.pool_used_bytes / MIB:.0f} of 32 MiB of pool and a new client "
         f"{'got in' if pinned.newcomer_ok else 'could not get in'} ({pinned.newcomer_s:.1f} s)"
     )
-    print(verdict)
     figures = ProxyFigures(baseline, peak, bound, cut, frame_timeouts, pinned)
-    write_section(
-        "hostile-clients",
-        _markdown(size, phases, ratio, tally, healthy_run, figures, verdict),
-        path=RELIABILITY_MD,
+    REPORT.write(
+        _body(size, phases, ratio, tally, healthy_run, figures), verdict, soak=size is SOAK
     )
     assert healthy_run.delivery_errors == 0, healthy_run.delivery_errors
     assert cut.opened == size.slowloris and cut.closed_by_proxy == cut.opened, cut
@@ -354,64 +344,52 @@ def _median_pair_ratio(phases: list[Phase]) -> float:
     return statistics.median(ratios)
 
 
-def _markdown(
+def _body(
     size: Size,
     phases: list[Phase],
     ratio: float,
     tally: Hostile,
     healthy: ThroughputResult,
     figures: ProxyFigures,
-    verdict: str,
-) -> str:
+) -> list[str]:
     cut = figures.cut
     timeline = " ".join(f"{p.kind} {p.mib_per_s:.1f}" for p in phases)
-    return "\n".join(
-        [
-            "## Slow and hostile clients (scenario 5)",
-            "",
-            machine_line(),
-            "",
-            "A librdkafka producer (acks=all, 1 KiB records, closed loop) runs through the "
-            f"proxy for the whole test while phases of {size.phase_s:g} s alternate "
-            f"`{size.phases}`: in B phases, {size.slowloris} slowloris connections (each inside "
-            "a 1 KiB frame, one byte a second), one client pipelining Fetch requests for "
-            f"512 KiB and reading nothing, and {size.garbage_per_s:g} garbage connections a "
-            "second (random bytes, a TLS ClientHello, an unknown API key). Each phase's "
-            f"throughput leaves out its first {size.settle_s:g} s. Proxy: 32 MiB pool, largest "
-            f"request 2 MiB, `frame_timeout_ms = {FRAME_TIMEOUT_MS}` (a `--config` file). "
-            "Alternating phases, each B judged against its neighbouring A phases, because on "
-            "this shared machine two back-to-back undisturbed 5 s runs differed by 40%.",
-            "",
-            "| figure | value |",
-            "|---|---|",
-            f"| healthy MiB/s by phase | {timeline} |",
-            "| median over B phases of B / mean of its neighbouring A phases, asserted >= 80% | "
-            f"{ratio:.0%} |",
-            f"| healthy delivery errors | {healthy.delivery_errors} |",
-            f"| slowloris opened in B phases | {tally.slowloris_opened} |",
-            f"| slowloris afterwards: cut by the frame timeout / opened | "
-            f"{cut.closed_by_proxy} / {cut.opened} |",
-            f"| connections closed for frame timeout (metric, whole run) | "
-            f"{figures.frame_timeouts:.0f} |",
-            f"| never-reader fetches written per phase (then TCP pushed back) | "
-            f"{', '.join(map(str, tally.never_reader_sent))} of {size.never_reader_requests} |",
-            f"| proxy RSS baseline / peak / bound | {figures.baseline_bytes / MIB:.0f} / "
-            f"{figures.peak_bytes / MIB:.0f} / {figures.bound_bytes / MIB:.0f} MiB |",
-            f"| garbage connections closed by the proxy / sent / answered | "
-            f"{tally.garbage_closed} / {tally.garbage_sent} / {tally.garbage_answered} |",
-            f"| afterwards, a never-reader alone: fetches written / pool used / muted | "
-            f"{figures.pinned.never_reader_sent} / {figures.pinned.pool_used_bytes / MIB:.1f} MiB "
-            f"/ {figures.pinned.pool_muted:.0f} |",
-            f"| then a new kafka-python producer (10 sends) | "
-            f"{'ok' if figures.pinned.newcomer_ok else figures.pinned.newcomer_error} in "
-            f"{figures.pinned.newcomer_s:.1f} s |",
-            "",
-            f"Verdict: `{verdict}`",
-            "",
-            "Command: `.venv/bin/python -m pytest -q tests/reliability/test_hostile_clients.py"
-            + (" -m soak`" if size is SOAK else "`"),
-        ]
-    )
+    return [
+        "A librdkafka producer (acks=all, 1 KiB records, closed loop) runs through the "
+        f"proxy for the whole test while phases of {size.phase_s:g} s alternate "
+        f"`{size.phases}`: in B phases, {size.slowloris} slowloris connections (each inside "
+        "a 1 KiB frame, one byte a second), one client pipelining Fetch requests for "
+        f"512 KiB and reading nothing, and {size.garbage_per_s:g} garbage connections a "
+        "second (random bytes, a TLS ClientHello, an unknown API key). Each phase's "
+        f"throughput leaves out its first {size.settle_s:g} s. Proxy: 32 MiB pool, largest "
+        f"request 2 MiB, `frame_timeout_ms = {FRAME_TIMEOUT_MS}` (a `--config` file). "
+        "Alternating phases, each B judged against its neighbouring A phases, because on "
+        "this shared machine two back-to-back undisturbed 5 s runs differed by 40%.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| healthy MiB/s by phase | {timeline} |",
+        "| median over B phases of B / mean of its neighbouring A phases, asserted >= 80% | "
+        f"{ratio:.0%} |",
+        f"| healthy delivery errors | {healthy.delivery_errors} |",
+        f"| slowloris opened in B phases | {tally.slowloris_opened} |",
+        f"| slowloris afterwards: cut by the frame timeout / opened | "
+        f"{cut.closed_by_proxy} / {cut.opened} |",
+        f"| connections closed for frame timeout (metric, whole run) | "
+        f"{figures.frame_timeouts:.0f} |",
+        f"| never-reader fetches written per phase (then TCP pushed back) | "
+        f"{', '.join(map(str, tally.never_reader_sent))} of {size.never_reader_requests} |",
+        f"| proxy RSS baseline / peak / bound | {figures.baseline_bytes / MIB:.0f} / "
+        f"{figures.peak_bytes / MIB:.0f} / {figures.bound_bytes / MIB:.0f} MiB |",
+        f"| garbage connections closed by the proxy / sent / answered | "
+        f"{tally.garbage_closed} / {tally.garbage_sent} / {tally.garbage_answered} |",
+        f"| afterwards, a never-reader alone: fetches written / pool used / muted | "
+        f"{figures.pinned.never_reader_sent} / {figures.pinned.pool_used_bytes / MIB:.1f} MiB "
+        f"/ {figures.pinned.pool_muted:.0f} |",
+        f"| then a new kafka-python producer (10 sends) | "
+        f"{'ok' if figures.pinned.newcomer_ok else figures.pinned.newcomer_error} in "
+        f"{figures.pinned.newcomer_s:.1f} s |",
+    ]
 
 
 async def test_hostile_clients_do_not_slow_a_healthy_one(tmp_path: Path) -> None:

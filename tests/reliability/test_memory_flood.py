@@ -30,15 +30,11 @@ from __future__ import annotations
 
 import functools
 import threading
-import uuid
 from dataclasses import dataclass
 
 import pytest
 import trio
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 
-from bench._report import RELIABILITY_MD, machine_line, write_section
 from tests.support.load_clients import SteadyResult, run_client
 from tests.support.load_flood import Flood, FloodResult
 from tests.support.load_proc import (
@@ -47,10 +43,14 @@ from tests.support.load_proc import (
     reset_peak_rss,
     rss_bytes,
 )
+from tests.support.load_scenario import Report, create_topic
 from tests.support.load_wire import leader_address
 from tests.support.processes import free_port, running_tansu
 from tests.support.proxy_process import running_proxy
 
+REPORT = Report(
+    "memory-flood", "Memory flood (scenario 3)", "tests/reliability/test_memory_flood.py"
+)
 MIB = 2**20
 LIMIT_BYTES = 32 * MIB
 #: Kafka's default socket.request.max.bytes (100 MiB) is above the limit, which the proxy
@@ -95,16 +95,6 @@ class FloodRun:
         return (self.peak_bytes - self.baseline_bytes) / MIB
 
 
-def _create_topic(bootstrap: str) -> str:
-    topic = f"flood-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        admin.close()
-    return topic
-
-
 async def _flood_run(label: str, memory_limit: str, size: Size) -> FloodRun:
     metrics = f"127.0.0.1:{free_port()}"
     args = ("--memory-limit", memory_limit, "--metrics", metrics)
@@ -112,7 +102,8 @@ async def _flood_run(label: str, memory_limit: str, size: Size) -> FloodRun:
         running_tansu() as broker,
         running_proxy(broker.bootstrap, *args, env=MAX_REQUEST_ENV) as proxy,
     ):
-        flood_topic, steady_topic = _create_topic(proxy.bootstrap), _create_topic(proxy.bootstrap)
+        flood_topic = create_topic(proxy.bootstrap, "flood")
+        steady_topic = create_topic(proxy.bootstrap, "flood")
         address = await leader_address(proxy.host, proxy.port, flood_topic)
         flood = Flood(
             address,
@@ -189,7 +180,7 @@ def _verdict(limited: FloodRun, unlimited: FloodRun, size: Size) -> str:
     )
 
 
-def _markdown(limited: FloodRun, unlimited: FloodRun, size: Size, verdict: str) -> str:
+def _body(limited: FloodRun, unlimited: FloodRun, size: Size) -> list[str]:
     rows = []
     for run in (limited, unlimited):
         flood, steady = run.flood, run.steady
@@ -201,46 +192,34 @@ def _markdown(limited: FloodRun, unlimited: FloodRun, size: Size, verdict: str) 
             f"{flood.window_mib_per_s:.0f} | {steady.acked}/{steady.sent} | "
             f"{steady.ack_p50_ms:.0f} / {steady.ack_p99_ms:.0f} | {steady.errors} |"
         )
-    return "\n".join(
-        [
-            "## Memory flood (scenario 3)",
-            "",
-            machine_line(),
-            "",
-            f"{size.connections} raw connections each keep {size.pipeline} produce requests of "
-            f"1 MiB (acks=all) outstanding until {size.window_requests} requests per connection "
-            "on average were acknowledged after the warm-up, while a librdkafka "
-            f"producer sends {size.steady_rate_per_s:g} small records/s and a consumer reads "
-            "them back. Each run has its own Tansu and proxy "
-            "(`socket_request_max_bytes` 2 MiB). Baseline: RSS with every flood connection "
-            "open and warmed up; peak: VmHWM reset at the baseline and read after the flood. "
-            "Fairness: Jain's index of each connection's acknowledged bytes in that window "
-            f"(from {size.warmup_s:g} s on; a volume rather than a duration, so a busy machine "
-            "does not leave too few requests per connection to judge). Asserted on the 32 MiB "
-            "run only: "
-            "peak <= 1.1 x (baseline + limit + largest request), every request answered, "
-            "fairness >= 0.9, no steady-client error.",
-            "",
-            "| run | baseline MiB | peak MiB | growth MiB | pool used max MiB | muted max | "
-            "answered | closed | errors | fairness | window s | flood MiB/s | steady acked | "
-            "steady ack p50 / p99 ms | steady errors |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-            *rows,
-            "",
-            f"Verdict: `{verdict}`",
-            "",
-            "Command: `.venv/bin/python -m pytest -q tests/reliability/test_memory_flood.py"
-            + (" -m soak`" if size is SOAK else "`"),
-        ]
-    )
+    return [
+        f"{size.connections} raw connections each keep {size.pipeline} produce requests of "
+        f"1 MiB (acks=all) outstanding until {size.window_requests} requests per connection "
+        "on average were acknowledged after the warm-up, while a librdkafka "
+        f"producer sends {size.steady_rate_per_s:g} small records/s and a consumer reads "
+        "them back. Each run has its own Tansu and proxy "
+        "(`socket_request_max_bytes` 2 MiB). Baseline: RSS with every flood connection "
+        "open and warmed up; peak: VmHWM reset at the baseline and read after the flood. "
+        "Fairness: Jain's index of each connection's acknowledged bytes in that window "
+        f"(from {size.warmup_s:g} s on; a volume rather than a duration, so a busy machine "
+        "does not leave too few requests per connection to judge). Asserted on the 32 MiB "
+        "run only: "
+        "peak <= 1.1 x (baseline + limit + largest request), every request answered, "
+        "fairness >= 0.9, no steady-client error.",
+        "",
+        "| run | baseline MiB | peak MiB | growth MiB | pool used max MiB | muted max | "
+        "answered | closed | errors | fairness | window s | flood MiB/s | steady acked | "
+        "steady ack p50 / p99 ms | steady errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
 
 
 async def _scenario(size: Size) -> None:
     limited = await _flood_run("32 MiB", "32MiB", size)
     unlimited = await _flood_run("no limit (-1)", "-1", size)
     verdict = _verdict(limited, unlimited, size)
-    print(verdict)
-    write_section("memory-flood", _markdown(limited, unlimited, size, verdict), path=RELIABILITY_MD)
+    REPORT.write(_body(limited, unlimited, size), verdict, soak=size is SOAK)
 
     flood = limited.flood
     assert flood.answered == flood.sent and not flood.broken, (
