@@ -58,7 +58,7 @@ from proxy.rewrite import (
 )
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
-from wire.codec import decode, encode
+from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
 from wire.framing import frame as framed
 from wire.framing import read_frame_size, size_prefix
@@ -480,9 +480,10 @@ class ClientConnection:
         response = await self._fetching.answer(ticket, first)
         if response.node_endpoints:
             advertise_node_endpoints(response, self.proxy)
+        # One copy: the records go from the upstream frame straight into the output buffer.
         out = framed(
             encode_response_header(ResponseHeader(slot.correlation_id), header_version),
-            encode(response, version),
+            *encode_parts(response, version),
         )
         await self.client.send_all(out)
         ticket.release()
