@@ -28,12 +28,15 @@ Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 13 mi
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 import trio
@@ -190,6 +193,14 @@ def _note_proxy_descriptors(run: Run, m: Measurement) -> None:
 
 def _note_proxy_log(run: Run, n: int, stack: Stack) -> None:
     text = stack.proxy.log_text()
+    proxy = run.get("proxy", n)
+    if (proxy is not None and (proxy.failures or proxy.notes)) or not stack.proxy.alive():
+        # The proxy's log is removed with the proxy: keep it when its consumers had trouble.
+        kept = Path(tempfile.gettempdir()) / f"fanin-proxy-n{n}-{os.getpid()}.log"
+        kept.write_text(text)
+        run.notes.append(
+            f"N = {n:,}: the proxy route had trouble; the proxy's log is kept at {kept}"
+        )
     emfile = text.count("Too many open files")
     if emfile:
         run.notes.append(
