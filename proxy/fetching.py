@@ -17,7 +17,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import trio
@@ -96,6 +97,15 @@ class FetchTicket:
             self.lease.hand_off()
 
 
+@dataclass(slots=True, eq=False)
+class _SharedRead:
+    """A re-fetch in flight that identical re-fetches wait for instead of asking again."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    results: FetchResults | None = None
+    error: UpstreamUnavailable | None = None
+
+
 class Fetching:
     """Held fetches and produces of one proxy."""
 
@@ -127,6 +137,7 @@ class Fetching:
         self._sessions: dict[int, FetchSessionCache] = {}
         self._refetch_channels: dict[int, list[BrokerChannel]] = {}
         self._watchers: dict[int, UpstreamWatcher] = {}
+        self._reads: dict[Hashable, _SharedRead] = {}
         self._nursery: trio.Nursery | None = None
         self._immediate = self._metrics.upstream_fetches.labels("immediate")
         self._refetches = self._metrics.upstream_fetches.labels("refetch")
@@ -251,9 +262,49 @@ class Fetching:
         return not operation.expired
 
     async def _refetch(self, ticket: FetchTicket, max_wait_ms: int) -> FetchResults:
-        """Fetch the ticket's partitions again, paying from the pool first; a broker like
-        Tansu may keep it up to ``max_wait_ms`` (min_bytes is 0)."""
+        """Fetch the ticket's partitions again; a broker like Tansu may keep it up to
+        ``max_wait_ms`` (min_bytes is 0).
+
+        Fetches woken together by the same news usually ask for the same thing (consumers of
+        one partition at its end): identical re-fetches in flight share one upstream read, so
+        a produce that wakes a thousand held fetches costs the broker one fetch, not a
+        thousand queued on the re-fetch channels.
+        """
         ticket.release()  # the previous answer is replaced; never hold two leases
+        request = ticket.request
+        key = (
+            ticket.node_id,
+            ticket.version,
+            request.isolation_level,
+            min(request.max_bytes, self.response_max_bytes),
+            max_wait_ms,
+            frozenset((k, c.fetch_offset) for k, c in ticket.context.partitions.items()),
+        )
+        while True:
+            shared = self._reads.get(key)
+            if shared is None:
+                shared = self._reads[key] = _SharedRead()
+                try:
+                    shared.results = await self._read(ticket, max_wait_ms)
+                except UpstreamUnavailable as error:
+                    shared.error = error
+                    raise
+                finally:
+                    del self._reads[key]
+                    shared.done.set()
+                return shared.results
+            await shared.done.wait()
+            if shared.error is not None:
+                raise shared.error
+            if shared.results is not None:
+                # Count the shared bytes against the pool for this response too (they are
+                # written out once per client).
+                ticket.shrink(self._pool, shared.results.size_bytes())
+                return shared.results
+            # The reader's client went away before the answer came: read it ourselves.
+
+    async def _read(self, ticket: FetchTicket, max_wait_ms: int) -> FetchResults:
+        """One upstream re-fetch for ``ticket``, its response budget paid from the pool first."""
         ticket.lease = await self._pool.allocate(self.response_max_bytes)
         self._refetches.inc()
         channel = self._refetch_channel(ticket.node_id)

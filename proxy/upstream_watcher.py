@@ -90,7 +90,10 @@ class UpstreamWatcher:
                 await self._more.wait()
                 continue
             sent_ms = current_time_ms()
-            covered_until = sent_ms + self._max_wait_ms
+            # Covered while the poll is out (the broker answers it as soon as a partition
+            # grows), and for as long again: the answer may be late on a busy broker or loop,
+            # and the next poll goes out as soon as it is read. A failed poll uncovers at once.
+            covered_until = sent_ms + 2 * self._max_wait_ms
             for key in keys:
                 state = self._states.get(key)
                 if state is not None:
