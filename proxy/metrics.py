@@ -84,6 +84,11 @@ class Metrics:
             ["listener"],
             registry=r,
         )
+        self.accept_failures = Counter(
+            f"{PREFIX}_accept_failures",
+            "accept() failures for lack of descriptors or memory (the listener retries).",
+            registry=r,
+        )
         self.connections_open = Gauge(
             f"{PREFIX}_connections_open", "Client connections open now.", registry=r
         )

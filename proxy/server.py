@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import socket
@@ -43,6 +44,10 @@ from proxy.upstream import fetch_cluster_metadata
 __all__ = ["Proxy", "serve"]
 
 log = logging.getLogger("purgatory_proxy.server")
+
+#: accept() errors that mean "not now" (descriptor or memory limits), not a broken listener.
+_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_RETRY_S = 0.1
 
 
 class Proxy:
@@ -141,9 +146,27 @@ class Proxy:
         """Accept forever; each connection runs in the handlers nursery (it may outlive us)."""
         from proxy.client import ClientConnection
 
+        failing = False
         async with listener:
             while True:
-                stream = await listener.accept()
+                try:
+                    stream = await listener.accept()
+                except OSError as error:
+                    if error.errno not in _ACCEPT_RESOURCE_ERRORS:
+                        raise
+                    # Out of descriptors or kernel memory: the clients waiting in the backlog
+                    # get in once connections close. Never end the listener for it (this is
+                    # what trio.serve_listeners does too).
+                    self.metrics.accept_failures.inc()
+                    if not failing:  # once per streak; the counter has the rest
+                        log.error("cannot accept a connection (%s); retrying every %.0f ms",
+                                  error.strerror, _ACCEPT_RETRY_S * 1000)  # fmt: skip
+                    failing = True
+                    await trio.sleep(_ACCEPT_RETRY_S)
+                    continue
+                if failing:
+                    log.info("accepting connections again")
+                    failing = False
                 connection = ClientConnection(self, stream, node_id, next(self._connection_ids))
                 self.metrics.connections_accepted.labels(
                     "bootstrap" if node_id is None else "broker"
