@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import abc
 import json
 import threading
 import time
@@ -88,7 +89,7 @@ class _CallTimer:
                 self.longest_s, self.at_s, self.what = took, started, what
 
 
-class _ClientThread(threading.Thread):
+class _ClientThread(threading.Thread, abc.ABC):
     """What both client threads share: the ledger of trouble and the way they end.
 
     An exception escaping the client library ends the thread and is kept in ``failure``
@@ -115,8 +116,9 @@ class _ClientThread(threading.Thread):
         except BaseException as exc:
             self.failure = exc
 
+    @abc.abstractmethod
     def _run(self) -> None:
-        raise NotImplementedError
+        """The client's work; ``run`` records whatever it raises as ``failure``."""
 
     def _on_error(self, err: KafkaError) -> None:
         self.errors.append((time.monotonic(), str(err)))

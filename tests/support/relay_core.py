@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import threading
@@ -42,7 +43,7 @@ STOP_TIMEOUT_S = 10.0
 Pipe = Callable[[trio.SocketStream, trio.SocketStream], Awaitable[None]]
 
 
-class RelayThread:
+class RelayThread(abc.ABC):
     """Serves :meth:`_listen` in a background thread; subclasses say what to listen on.
 
     ``what`` names the relay in errors ("relays", "produce tap"); ``thread_name`` names
@@ -87,9 +88,9 @@ class RelayThread:
         with self._lock:
             self._errors.append(line)
 
+    @abc.abstractmethod
     async def _listen(self, nursery: trio.Nursery) -> None:
         """Bind the listeners and start serving them in ``nursery``."""
-        raise NotImplementedError
 
     async def _relay(
         self,
