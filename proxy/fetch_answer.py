@@ -16,7 +16,7 @@ from typing import TypeVar
 from uuid import UUID
 
 from proxy.fetch_session import FetchContext, PartitionNews
-from proxy.partition_state import READ_COMMITTED, PartitionKey, PartitionStates, TopicNames
+from proxy.partition_state import PartitionKey, PartitionStates, TopicNames, readable_end
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import (
     FetchableTopicResponse,
@@ -159,9 +159,7 @@ def has_unread_records(context: FetchContext, results: FetchResults, isolation_l
         data = results.partitions.get(key)
         if data is None or data.error_code or data.records:
             continue
-        readable = data.high_watermark
-        if isolation_level == READ_COMMITTED and data.last_stable_offset >= 0:
-            readable = data.last_stable_offset
+        readable = readable_end(data.high_watermark, data.last_stable_offset, isolation_level)
         if readable > cached.fetch_offset:
             return True
     return False

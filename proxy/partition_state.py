@@ -20,12 +20,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-__all__ = ["READ_COMMITTED", "PartitionKey", "PartitionState", "PartitionStates", "TopicNames"]
+__all__ = [
+    "READ_COMMITTED",
+    "PartitionKey",
+    "PartitionState",
+    "PartitionStates",
+    "TopicNames",
+    "readable_end",
+]
 
 #: (topic name, or a topic id the registry does not know; partition index)
 PartitionKey = tuple[str | UUID, int]
 
 READ_COMMITTED = 1
+
+
+def readable_end(high_watermark: int, last_stable_offset: int, isolation_level: int) -> int:
+    """Where a consumer's readable data ends: read_committed stops at the last stable offset."""
+    if isolation_level == READ_COMMITTED and last_stable_offset >= 0:
+        return last_stable_offset
+    return high_watermark
 
 
 class TopicNames:
@@ -68,9 +82,7 @@ class PartitionState:
 
     def available(self, isolation_level: int) -> int:
         """The offset a consumer with this isolation level may read up to (exclusive)."""
-        if isolation_level == READ_COMMITTED and self.last_stable_offset >= 0:
-            return self.last_stable_offset
-        return self.high_watermark
+        return readable_end(self.high_watermark, self.last_stable_offset, isolation_level)
 
 
 class PartitionStates:
