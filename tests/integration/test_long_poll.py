@@ -210,19 +210,29 @@ def _one_batch_then_fetch(
     return answer, (acked_at[0] if acked_at else None)
 
 
+def _min_bytes_side_by_side(
+    stack: Stack, max_wait_ms: int, *, second_batch: bool
+) -> tuple[tuple[FetchAnswer, float | None], tuple[FetchAnswer, float | None]]:
+    """The min_bytes scenario through the proxy and directly, at the same time, each on a
+    fresh topic; with ``second_batch`` the second batch goes to the same route's leader."""
+    proxy_topic, proxy_leader = _topic(stack.proxy.bootstrap, "lp-minbytes")
+    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-minbytes")
+    return _side_by_side(
+        lambda: _one_batch_then_fetch(
+            proxy_leader, proxy_topic, max_wait_ms=max_wait_ms,
+            second_batch_via=proxy_leader if second_batch else None,
+        ),
+        lambda: _one_batch_then_fetch(
+            direct_leader, direct_topic, max_wait_ms=max_wait_ms,
+            second_batch_via=direct_leader if second_batch else None,
+        ),
+    )  # fmt: skip
+
+
 def test_min_bytes_not_met_waits_for_the_deadline(stack: Stack) -> None:
     """One record is less than min_bytes: the answer comes at max_wait_ms with that record."""
     max_wait_ms = 1500
-    proxy_topic, proxy_leader = _topic(stack.proxy.bootstrap, "lp-minbytes")
-    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-minbytes")
-    (proxied, _), (direct, _) = _side_by_side(
-        lambda: _one_batch_then_fetch(
-            proxy_leader, proxy_topic, max_wait_ms=max_wait_ms, second_batch_via=None
-        ),
-        lambda: _one_batch_then_fetch(
-            direct_leader, direct_topic, max_wait_ms=max_wait_ms, second_batch_via=None
-        ),
-    )
+    (proxied, _), (direct, _) = _min_bytes_side_by_side(stack, max_wait_ms, second_batch=False)
     report = (
         f"min_bytes 1.5 batches, one batch present, max_wait_ms={max_wait_ms}: "
         f"proxy {proxied.elapsed_s * 1000:.0f} ms, direct {direct.elapsed_s * 1000:.0f} ms"
@@ -238,15 +248,8 @@ def test_min_bytes_not_met_waits_for_the_deadline(stack: Stack) -> None:
 def test_min_bytes_met_by_new_data_answers_before_the_deadline(stack: Stack) -> None:
     """A second batch makes min_bytes: the answer comes with both, long before max_wait_ms."""
     max_wait_ms = 5000
-    proxy_topic, proxy_leader = _topic(stack.proxy.bootstrap, "lp-minbytes")
-    direct_topic, direct_leader = _topic(stack.broker.bootstrap, "lp-minbytes")
-    (proxied, proxy_ack_s), (direct, direct_ack_s) = _side_by_side(
-        lambda: _one_batch_then_fetch(
-            proxy_leader, proxy_topic, max_wait_ms=max_wait_ms, second_batch_via=proxy_leader
-        ),
-        lambda: _one_batch_then_fetch(
-            direct_leader, direct_topic, max_wait_ms=max_wait_ms, second_batch_via=direct_leader
-        ),
+    (proxied, proxy_ack_s), (direct, direct_ack_s) = _min_bytes_side_by_side(
+        stack, max_wait_ms, second_batch=True
     )
     assert proxy_ack_s is not None and direct_ack_s is not None
     report = (
