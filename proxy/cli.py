@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from pipeline import command as pipeline_command
 from proxy.config import Config, ConfigError, load_config, parse_host_port
 from proxy.embedded_broker import run_embedded_broker
 from proxy.routing import Address
@@ -50,14 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="analyse request logs with PySpark (needs the [pipeline] extra)"
     )
-    report.add_argument("--logs", required=True, metavar="PATH_OR_GLOB", help="request log(s)")
-    report.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
-    report.add_argument(
-        "--master", default="local[*]", help="Spark master URL (default local[*], loopback)"
-    )
-    report.add_argument(
-        "--window-s", type=int, default=10, help="time window of the per-window tables (s)"
-    )
+    pipeline_command.add_arguments(report)
     return parser
 
 
@@ -131,14 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(_dev_broker, args.port)
         return 0
     if args.command == "report":
-        try:
-            from pipeline.report import run_report  # pyspark is an optional extra
-        except ImportError as error:
-            print(f"purgatory-proxy report needs the [pipeline] extra: {error}", file=sys.stderr)
-            return 2
-        summary = run_report(args.logs, args.out, master=args.master, window_s=args.window_s)
-        print(f"report written to {args.out} ({summary['lines']} requests)")
-        return 0
+        return pipeline_command.run(args)
     try:
         config = load_config(args.config, _overrides(args))
     except ConfigError as error:
