@@ -8,7 +8,8 @@
 #     │   ├── InvalidRelease      a lease released twice, or released to a foreign pool
 #     │   └── WouldDeadlock       a lease holder waiting for more memory (KIP-72's rule)
 #     ├── UpstreamUnavailable     raised ``from`` trio.BrokenResourceError
-#     └── OperationExpired        purgatory deadline passed -> REQUEST_TIMED_OUT
+#     ├── OperationExpired        purgatory deadline passed -> REQUEST_TIMED_OUT
+#     └── StartupError            the proxy cannot start (port in use, no broker): one line
 #
 # PoolMisuse subclasses also derive from the builtin a Python reader would expect
 # (ValueError for bad arguments, RuntimeError for bad call order), so generic handlers
@@ -24,6 +25,7 @@ __all__ = [
     "PoolExhausted",
     "PoolMisuse",
     "ProxyError",
+    "StartupError",
     "UpstreamUnavailable",
     "WouldDeadlock",
 ]
@@ -78,3 +80,11 @@ class UpstreamUnavailable(ProxyError):
 
 class OperationExpired(ProxyError):
     """A delayed operation's deadline passed before it completed (REQUEST_TIMED_OUT)."""
+
+
+class StartupError(ProxyError):
+    """The proxy cannot start as configured: a port in use, no upstream and no embedded broker.
+
+    The message is the whole story for the operator (the command line prints it as one line
+    and exits 2), so it says what failed and what to change, and never carries a traceback.
+    """

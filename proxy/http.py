@@ -4,22 +4,23 @@
 #   accept loop -> one task per HTTP connection -> h11.Connection -> route -> response
 #
 # Three routes, all GET/HEAD: /metrics (prometheus-client's exposition of the proxy's registry),
-# /healthz (the process is alive and its trio loop answers) and /readyz (listeners bound and the
-# upstream metadata fetched once). Scraping runs on the trio thread, between checkpoints, so the
-# scrape-time collectors read the pool and purgatory without locks. Each receive is bounded by
-# a timeout so an idle or slowloris scraper cannot hold a task forever; h11 bounds the header
-# size itself (16 KiB).
+# /healthz (the process is alive and its trio loop answers) and /readyz (200 when no cause
+# blocks readiness, else 503 naming every reason: proxy/readiness.py). Scraping runs on the trio
+# thread, between checkpoints, so the scrape-time collectors read the pool and purgatory
+# without locks. Each receive is bounded by a timeout so an idle or slowloris scraper cannot
+# hold a task forever; h11 bounds the header size itself (16 KiB).
 """HTTP endpoint for operators: /metrics, /healthz, /readyz."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import NoReturn
 
 import h11
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from proxy.readiness import Readiness
 
 __all__ = ["serve_http"]
 
@@ -33,7 +34,7 @@ _TEXT = "text/plain; charset=utf-8"
 async def serve_http(
     listener: trio.SocketListener,
     registry: CollectorRegistry,
-    ready: Callable[[], bool],
+    readiness: Readiness,
     handlers: trio.Nursery,
 ) -> NoReturn:
     """Accept HTTP connections on ``listener`` forever; each is served in ``handlers``.
@@ -41,17 +42,17 @@ async def serve_http(
     Args:
         listener: a bound listener (the caller binds it, so a bad address fails at start-up).
         registry: what /metrics exposes.
-        ready: what /readyz reports.
+        readiness: what /readyz reports (503 with every reason while any cause blocks).
         handlers: the nursery that owns the connection tasks.
     """
     async with listener:
         while True:
             stream = await listener.accept()
-            handlers.start_soon(_serve_connection, stream, registry, ready)
+            handlers.start_soon(_serve_connection, stream, registry, readiness)
 
 
 async def _serve_connection(
-    stream: trio.SocketStream, registry: CollectorRegistry, ready: Callable[[], bool]
+    stream: trio.SocketStream, registry: CollectorRegistry, readiness: Readiness
 ) -> None:
     """Serve requests on one connection (keep-alive) until either side closes.
 
@@ -66,7 +67,7 @@ async def _serve_connection(
             if isinstance(event, h11.ConnectionClosed) or event is None:
                 return
             if isinstance(event, h11.Request):
-                await _respond(conn, stream, event, registry, ready)
+                await _respond(conn, stream, event, registry, readiness)
             if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
                 return
             if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
@@ -100,7 +101,7 @@ async def _respond(
     stream: trio.SocketStream,
     request: h11.Request,
     registry: CollectorRegistry,
-    ready: Callable[[], bool],
+    readiness: Readiness,
 ) -> None:
     # Finish reading the request (and any body) before answering, as h11 requires for reuse.
     while conn.their_state is h11.SEND_BODY:
@@ -114,9 +115,9 @@ async def _respond(
     elif target == b"/healthz":
         status, content_type, body = 200, _TEXT, b"ok\n"
     elif target == b"/readyz":
-        is_ready = ready()
-        status, content_type = (200 if is_ready else 503), _TEXT
-        body = b"ready\n" if is_ready else b"not ready: waiting for upstream metadata\n"
+        reasons = readiness.reasons()
+        status, content_type = (503 if reasons else 200), _TEXT
+        body = ("not ready: " + "; ".join(reasons) + "\n").encode() if reasons else b"ready\n"
     else:
         status, content_type, body = 404, _TEXT, b"not found: /metrics, /healthz, /readyz\n"
     await _send(

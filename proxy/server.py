@@ -4,12 +4,13 @@
 #   ├── observers nursery: the request log's writer; it outlives the handlers so the records of
 #   │   draining connections are still written
 #   ├── services nursery: the purgatories' clocks, the per-broker watchers and channels
-#   │   (proxy/fetching.py); cancelled once the handlers are done
+#   │   (proxy/fetching.py), and the operators' HTTP endpoint (proxy/http.py) when [metrics]
+#   │   listen is set, so /readyz answers "shutting down" through the drain; cancelled once
+#   │   the handlers are done
 #   ├── handlers nursery: one task per client connection (proxy/client.py); it outlives the
 #   │   accept loops so in-flight requests can drain on shutdown
 #   └── accepting nursery: the bootstrap accept loop, one accept loop per broker listener,
-#       the metadata refresher that learns brokers and binds their listeners, and the
-#       operators' HTTP endpoint (proxy/http.py) when [metrics] listen is set
+#       and the metadata refresher that learns brokers and binds their listeners
 #
 # Broker listeners are bound synchronously (stdlib socket, then wrapped for trio), so a
 # response that names a broker the proxy has never seen can be rewritten to a real port before
@@ -30,13 +31,14 @@ from typing import NoReturn
 import trio
 
 from proxy.config import Config, parse_host_port
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import StartupError, UpstreamUnavailable
 from proxy.fetching import Fetching
 from proxy.http import serve_http
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.observer import Observer
 from proxy.partition_state import TopicNames
+from proxy.readiness import Readiness
 from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.upstream import fetch_cluster_metadata
@@ -64,8 +66,13 @@ class Proxy:
         handlers: trio.Nursery,
         accepting: trio.Nursery,
         request_log: RequestLog | None = None,
+        readiness: Readiness | None = None,
     ) -> None:
         self.config = config
+        # Why the proxy is not ready (/readyz); causes cleared as it comes up.
+        self.readiness = readiness if readiness is not None else Readiness()
+        self.readiness.block("listeners", "listeners not bound yet")
+        self.readiness.block("metadata", "waiting for upstream metadata")
         self.upstream_bootstrap = upstream_bootstrap
         self.pool = MemoryPool(
             config.memory.limit,
@@ -86,7 +93,6 @@ class Proxy:
         self._accepting = accepting
         self._connection_ids = itertools.count(1)
         self.bootstrap_port = 0
-        self.metadata_ready = trio.Event()
         self._reader_scopes: set[trio.CancelScope] = set()
         self._stopping = False
 
@@ -113,6 +119,7 @@ class Proxy:
     def stop_reading(self) -> None:
         """Stop every connection from reading new requests; pending responses still flow."""
         self._stopping = True
+        self.readiness.block("shutdown", "shutting down")
         for scope in self._reader_scopes:
             scope.cancel()
 
@@ -177,6 +184,7 @@ class Proxy:
         host, port = parse_host_port(self.config.proxy.listen)
         listener = _bind_listener(host, port)
         self.bootstrap_port = listener.socket.getsockname()[1]
+        self.readiness.clear("listeners")
         address = Address(host, self.bootstrap_port)
         task_status.started(address)
         await self._accept_loop(listener, None)
@@ -207,12 +215,8 @@ class Proxy:
             failing, backoff_s = False, 0.1
             self.metrics.metadata_refreshes.labels("ok").inc()
             self.learn_brokers(brokers)
-            self.metadata_ready.set()
+            self.readiness.clear("metadata")
             await trio.sleep(self.config.upstream.metadata_refresh_ms / 1000)
-
-    def ready(self) -> bool:
-        """Listeners bound and upstream metadata fetched at least once (/readyz)."""
-        return self.bootstrap_port != 0 and self.metadata_ready.is_set()
 
     def upstream_for(self, node_id: int | None) -> list[Address]:
         """Where a connection on ``node_id``'s port (None: bootstrap) should be forwarded."""
@@ -224,15 +228,22 @@ class Proxy:
 
 
 def _bind_listener(host: str, port: int) -> trio.SocketListener:
+    """A listening socket on host:port.
+
+    Raises:
+        StartupError: the address cannot be bound (in use, not local, no permission), in one
+            line that names the address; the OSError stays attached as the cause.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(socket.SOMAXCONN)
-    except OSError:
+    except OSError as error:
         sock.close()
-        raise
+        reason = (error.strerror or str(error)).lower()
+        raise StartupError(f"cannot listen on {Address(host, port)}: {reason}") from error
     return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
 
 
@@ -241,15 +252,29 @@ async def serve(
     upstream_bootstrap: list[Address],
     shutdown: trio.CancelScope,
     *,
+    readiness: Readiness | None = None,
     task_status: trio.TaskStatus[Proxy] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the proxy until ``shutdown`` is cancelled, then drain and return.
 
-    Resource handling: cancelling ``shutdown`` closes every listener (and the HTTP endpoint) at
-    once; connections then get ``connections.shutdown_drain_ms`` to finish what they are doing
-    before they are cancelled too; the request log then writes what is queued and closes.
+    Args:
+        readiness: causes the caller blocks too (the embedded broker's exit); /readyz reports
+            them beside the proxy's own.
+
+    Resource handling: cancelling ``shutdown`` closes every client listener at once;
+    connections then get ``connections.shutdown_drain_ms`` to finish what they are doing
+    before they are cancelled too; the request log then writes what is queued and closes. The
+    HTTP endpoint stays up through the drain, answering /readyz with 503 "shutting down", so
+    probes see why rather than a refused connection.
+
+    Raises:
+        StartupError: a listener cannot be bound.
     """
     request_log = _request_log(config)
+    # Bound before anything starts, so a port in use fails the start-up, not a running proxy.
+    http = None
+    if config.metrics.listen:
+        http = _bind_listener(*parse_host_port(config.metrics.listen))
     async with trio.open_nursery() as observers:
         if request_log is not None:
             await observers.start(request_log.run)
@@ -257,15 +282,16 @@ async def serve(
             async with trio.open_nursery() as handlers:
                 with shutdown:
                     async with trio.open_nursery() as accepting:
-                        proxy = Proxy(config, upstream_bootstrap, handlers, accepting, request_log)
+                        proxy = Proxy(
+                            config, upstream_bootstrap, handlers, accepting, request_log, readiness
+                        )
                         if proxy.fetching is not None:
                             await services.start(proxy.fetching.run)
                         address: Address = await accepting.start(proxy.serve_bootstrap)
                         accepting.start_soon(proxy.refresh_metadata_forever)
-                        if config.metrics.listen:
-                            http = _bind_listener(*parse_host_port(config.metrics.listen))
-                            accepting.start_soon(
-                                serve_http, http, proxy.metrics.registry, proxy.ready, accepting
+                        if http is not None:
+                            services.start_soon(
+                                serve_http, http, proxy.metrics.registry, proxy.readiness, services
                             )
                             http_host, http_port = http.socket.getsockname()[:2]
                             log.info("metrics endpoint on http://%s", Address(http_host, http_port))

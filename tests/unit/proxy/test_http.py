@@ -11,13 +11,15 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.http import serve_http
+from proxy.readiness import Readiness
 
 
 class _Endpoint:
     def __init__(self, port: int, registry: CollectorRegistry) -> None:
         self.port = port
         self.registry = registry
-        self.ready = False
+        self.readiness = Readiness()
+        self.readiness.block("metadata", "waiting for upstream metadata")
 
 
 @pytest.fixture
@@ -25,7 +27,7 @@ async def endpoint(nursery: trio.Nursery) -> AsyncIterator[_Endpoint]:
     registry = CollectorRegistry()
     (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
     state = _Endpoint(listener.socket.getsockname()[1], registry)
-    nursery.start_soon(serve_http, listener, registry, lambda: state.ready, nursery)
+    nursery.start_soon(serve_http, listener, registry, state.readiness, nursery)
     yield state
 
 
@@ -67,8 +69,15 @@ async def test_healthz_and_readyz_follow_readiness(endpoint: _Endpoint) -> None:
     [(status, _, body)] = await _exchange(endpoint.port, [_get("/healthz")])
     assert (status, body) == (200, b"ok\n")
     [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
-    assert status == 503 and body.startswith(b"not ready")
-    endpoint.ready = True
+    assert (status, body) == (503, b"not ready: waiting for upstream metadata\n")
+    endpoint.readiness.block("broker", "embedded broker exited with status 1")
+    [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
+    assert (status, body) == (
+        503,
+        b"not ready: waiting for upstream metadata; embedded broker exited with status 1\n",
+    )
+    endpoint.readiness.clear("metadata")
+    endpoint.readiness.clear("broker")
     [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
     assert (status, body) == (200, b"ready\n")
 
