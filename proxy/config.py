@@ -29,6 +29,12 @@ from pydantic_settings import (
 )
 
 from proxy.purgatory import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
+from proxy.security_config import (
+    ClientAuth,
+    ClientTlsSection,
+    UpstreamSaslSection,
+    UpstreamTlsSection,
+)
 
 __all__ = ["Config", "ConfigError", "load_config", "parse_host_port"]
 
@@ -91,6 +97,9 @@ class ProxySection(_Section):
     """Per-broker listeners get consecutive ports from here; 0 = free ports chosen by the OS."""
     broker_ports: dict[int, Port] = Field(default_factory=dict)
     """Explicit node id -> proxy port mapping; wins over first_broker_port."""
+    client_auth: ClientAuth = "none"
+    """How clients authenticate; "none" = the proxy's own identity upstream (docs/security.md)."""
+    tls: ClientTlsSection = Field(default_factory=ClientTlsSection)
 
 
 class UpstreamSection(_Section):
@@ -102,6 +111,8 @@ class UpstreamSection(_Section):
     """Connection attempt limit (Kafka: socket.connection.setup.timeout.ms)."""
     metadata_refresh_ms: int = Field(default=30_000, ge=100)
     """How often the proxy refreshes the broker list it routes to (Kafka: metadata.max.age.ms)."""
+    tls: UpstreamTlsSection = Field(default_factory=UpstreamTlsSection)
+    sasl: UpstreamSaslSection = Field(default_factory=UpstreamSaslSection)
 
 
 class MemorySection(_Section):
