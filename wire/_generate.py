@@ -43,6 +43,9 @@ DECODABLE_APIS = (
     "FindCoordinator",
     "ApiVersions",
     "DescribeCluster",
+    # The proxy's own SASL client (proxy/sasl_client.py) and its answer to clients (issue 16).
+    "SaslHandshake",
+    "SaslAuthenticate",
 )
 
 SCHEMA_PACKAGE = "kafka.protocol.schemas.resources"

@@ -20,6 +20,10 @@ from wire.messages.metadata_request import MetadataRequest
 from wire.messages.metadata_response import MetadataResponse
 from wire.messages.produce_request import ProduceRequest
 from wire.messages.produce_response import ProduceResponse
+from wire.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from wire.messages.sasl_handshake_request import SaslHandshakeRequest
+from wire.messages.sasl_handshake_response import SaslHandshakeResponse
 
 __all__ = [
     "REQUESTS",
@@ -38,6 +42,10 @@ __all__ = [
     "MetadataResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
 ]
 
 #: Every decodable request class, by API name.
@@ -49,6 +57,8 @@ REQUESTS: tuple[type[Message], ...] = (
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 #: Every decodable response class, by API name.
 RESPONSES: tuple[type[Message], ...] = (
@@ -59,4 +69,6 @@ RESPONSES: tuple[type[Message], ...] = (
     ListOffsetsResponse,
     MetadataResponse,
     ProduceResponse,
+    SaslAuthenticateResponse,
+    SaslHandshakeResponse,
 )

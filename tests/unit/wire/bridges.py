@@ -42,11 +42,15 @@ from kafka.protocol.metadata.metadata import MetadataRequest as KpMetadataReques
 from kafka.protocol.metadata.metadata import MetadataResponse as KpMetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest as KpProduceRequest
 from kafka.protocol.producer.produce import ProduceResponse as KpProduceResponse
+from kafka.protocol.sasl import SaslAuthenticateRequest as KpSaslAuthenticateRequest
+from kafka.protocol.sasl import SaslAuthenticateResponse as KpSaslAuthenticateResponse
+from kafka.protocol.sasl import SaslHandshakeRequest as KpSaslHandshakeRequest
+from kafka.protocol.sasl import SaslHandshakeResponse as KpSaslHandshakeResponse
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from tests.unit.wire.strategies import fresh_default
 from wire._struct import ZERO_UUID, FieldSpec, Message, Struct
@@ -81,6 +85,10 @@ KAFKA_PYTHON_CLASSES: dict[str, Any] = {
         KpMetadataResponse,
         KpProduceRequest,
         KpProduceResponse,
+        KpSaslAuthenticateRequest,
+        KpSaslAuthenticateResponse,
+        KpSaslHandshakeRequest,
+        KpSaslHandshakeResponse,
     )
 }
 
@@ -252,6 +260,8 @@ def _to_kio_scalar(kafka_type: str | None, value: Any) -> Any:
         return ErrorCode(value)
     if kafka_type == "timedelta_i32":
         return i32Timedelta.parse(datetime.timedelta(milliseconds=value))
+    if kafka_type == "timedelta_i64":
+        return i64Timedelta.parse(datetime.timedelta(milliseconds=value))
     if kafka_type == "datetime_i64":
         return None if value == -1 else _EPOCH + datetime.timedelta(milliseconds=value)
     if kafka_type == "uuid":
@@ -270,8 +280,8 @@ def _from_kio_scalar(kafka_type: str | None, value: Any, spec: FieldSpec) -> Any
         return None
     if kafka_type == "error_code":
         return int(value)
-    if kafka_type == "timedelta_i32":
-        return round(value.total_seconds() * 1000)
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return round(value / datetime.timedelta(milliseconds=1))
     if kafka_type == "datetime_i64":
         # kio builds the datetime through a float, so it can be a microsecond off.
         return round((value - _EPOCH) / datetime.timedelta(milliseconds=1))
@@ -367,7 +377,8 @@ def kio_safe(owner: type[Struct], spec: FieldSpec, version: int) -> Any:
     """Strategy overrides keeping values inside what kio can represent.
 
     kio rejects error codes it does not know (ValueError), log-append times that are
-    negative (other than -1) or past year 9999, and unknown tagged fields (KeyError).
+    negative (other than -1) or past year 9999, session lifetimes a float's
+    seconds cannot hold to the millisecond, and unknown tagged fields (KeyError).
     Those are kio limitations that wire does not share (see test_codec.py).
     """
     from hypothesis import strategies as st
@@ -376,5 +387,7 @@ def kio_safe(owner: type[Struct], spec: FieldSpec, version: int) -> Any:
         return st.sampled_from([int(e) for e in ErrorCode])
     if spec.name == "log_append_time_ms":
         return st.one_of(st.just(-1), st.integers(0, 253_402_300_799_000))
+    if spec.name == "session_lifetime_ms":  # kio: a timedelta, via float seconds
+        return st.integers(-(2**40), 2**40)
     del owner, version
     return None
