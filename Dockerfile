@@ -10,6 +10,23 @@
 # (the last stage, so the default target) is the slim image with only the virtualenv, a default
 # config file and an unprivileged user.
 #
+# Pinned dependencies: the build stage installs the runtime dependencies (pyproject's
+# [project] dependencies, no extras: the embedded test broker is not in the image) and the build
+# backend only from constraints/image.txt, every one at an exact version with its sha256 hashes
+# (pip --require-hashes), then the project itself with no dependency resolution and no index, and
+# `pip check` fails the build if the lock misses a dependency. Two builds get the same versions.
+# Regenerate the lock after changing pyproject's dependencies (pip-tools in a throwaway venv, not
+# a project dependency; tests/deploy/test_dockerfile.py checks the lock against pyproject.toml):
+#
+#   python3.11 -m venv /tmp/pip-tools && /tmp/pip-tools/bin/pip install pip-tools
+#   /tmp/pip-tools/bin/pip-compile --allow-unsafe --generate-hashes --all-build-deps
+#     --strip-extras --no-emit-index-url --no-emit-find-links
+#     --index-url https://pypi.org/simple --output-file constraints/image.txt pyproject.toml
+#
+# (one command, as the lock's header repeats it; add --upgrade to move every pin to the newest
+# release). The base image is a tag, not a digest (its Python patch release and pip move): for
+# bit-for-bit builds pass --build-arg PYTHON_IMAGE=python:3.11-slim-bookworm@sha256:<digest>.
+#
 # Configuration: the default file /etc/purgatory-proxy/config.toml (deploy/docker/config.toml)
 # listens on 0.0.0.0:9092, gives per-broker listeners ports 9093+ and serves /metrics, /healthz
 # and /readyz on 9464. Mount your own file over it (or elsewhere and pass --config), and/or set
@@ -23,10 +40,14 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/purgatory-proxy
 WORKDIR /src
+# The lock first: its layer (the dependencies) stays cached while only the sources change.
+COPY constraints/image.txt ./constraints/image.txt
+RUN /opt/purgatory-proxy/bin/pip install --require-hashes --no-deps -r constraints/image.txt
 COPY pyproject.toml README.md ./
 COPY wire ./wire
 COPY proxy ./proxy
-RUN /opt/purgatory-proxy/bin/pip install . \
+RUN /opt/purgatory-proxy/bin/pip install --no-deps --no-build-isolation --no-index . \
+ && /opt/purgatory-proxy/bin/pip check \
  && /opt/purgatory-proxy/bin/purgatory-proxy run --help > /dev/null
 
 # One-shot example client for docker-compose.yml (target "examples"); not part of the runtime.

@@ -4,12 +4,15 @@ What a build would catch first is checked as text: stages, a non-root final USER
 script as ENTRYPOINT, EXPOSEd ports that agree with the image's default config, a HEALTHCHECK
 on /healthz at the metrics port, and that every COPY source survives .dockerignore. The
 default config itself is loaded by the proxy's own loader, and the HEALTHCHECK one-liner is
-executed against a real HTTP server answering 200 and 503.
+executed against a real HTTP server answering 200 and 503. The dependency lock the build
+installs from (constraints/image.txt) is checked against pyproject.toml, and resolved against
+PyPI with pip's dry run (PyPI is where `make test` installs from too).
 """
 
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import shlex
 import subprocess
@@ -21,6 +24,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from proxy.config import load_config, parse_host_port
 from tests.deploy._dockerfile import Stage, exec_form, ignored, read_stages
@@ -29,6 +34,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 IMAGE_CONFIG = "/etc/purgatory-proxy/config.toml"
+LOCK = ROOT / "constraints" / "image.txt"
+LOCK_IN_CONTEXT = "constraints/image.txt"
+PYPI = "https://pypi.org/simple"
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +215,136 @@ def test_dockerignore_keeps_the_context_small() -> None:
     for relative in (".venv/bin/python", ".git/HEAD", "tests/conftest.py", "bench/wire.py"):
         assert ignored(relative, DOCKERIGNORE), relative
     assert ignored("proxy/__pycache__/cli.cpython-311.pyc", DOCKERIGNORE)
+
+
+# -- the dependency lock ---------------------------------------------------------------------
+
+
+def _pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _lock() -> dict[str, tuple[str, list[str]]]:
+    """The lock's pins: canonical name -> (version, sha256 hashes); raises on a non-== line."""
+    pins: dict[str, tuple[str, list[str]]] = {}
+    logical = ""
+    lines = [line.split(" #")[0].strip() for line in LOCK.read_text().splitlines()]
+    for line in [*lines, ""]:
+        if line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            logical += line[:-1] + " "
+            continue
+        logical += line
+        if logical.strip():
+            words = logical.split()
+            requirement = Requirement(words[0])
+            (specifier,) = requirement.specifier
+            assert specifier.operator == "==", f"not pinned with ==: {words[0]}"
+            hashes = [w.removeprefix("--hash=sha256:") for w in words[1:]]
+            assert all(len(h) == 64 for h in hashes) and hashes, f"no sha256 hashes: {words[0]}"
+            pins[canonicalize_name(requirement.name)] = (specifier.version, hashes)
+        logical = ""
+    return pins
+
+
+def _runtime_requirements() -> list[Requirement]:
+    project = _pyproject()["project"]
+    assert isinstance(project, dict)
+    return [Requirement(spec) for spec in project["dependencies"]]
+
+
+def _build_requirements() -> list[Requirement]:
+    build = _pyproject()["build-system"]
+    assert isinstance(build, dict)
+    return [Requirement(spec) for spec in build["requires"]]
+
+
+def test_lock_pins_every_runtime_dependency() -> None:
+    pins = _lock()
+    for requirement in [*_runtime_requirements(), *_build_requirements()]:
+        name = canonicalize_name(requirement.name)
+        assert name in pins, (
+            f"{requirement} is not in {LOCK_IN_CONTEXT}: regenerate it (Dockerfile)"
+        )
+        version = pins[name][0]
+        assert requirement.specifier.contains(version, prereleases=True), (requirement, version)
+    # The image has no extras: the embedded test broker, the report's Spark, the test tools.
+    optional = _pyproject()["project"]["optional-dependencies"]  # type: ignore[index]
+    for extra in ("broker", "pipeline"):
+        for spec in optional[extra]:
+            assert canonicalize_name(Requirement(spec).name) not in pins, (extra, spec)
+
+
+def _build_stage(stages: list[Stage]) -> Stage:
+    (build,) = [s for s in stages if s.name == "build"]
+    return build
+
+
+def test_dockerfile_installs_only_from_the_lock(stages: list[Stage]) -> None:
+    build = _build_stage(stages)
+    steps = [(i.keyword, i.arguments) for i in build.instructions]
+    copy_lock = steps.index(("COPY", f"{LOCK_IN_CONTEXT} ./{LOCK_IN_CONTEXT}"))
+    installs = [
+        (index, arguments)
+        for index, (keyword, arguments) in enumerate(steps)
+        if keyword == "RUN" and "pip install" in arguments
+    ]
+    assert len(installs) == 2, installs
+    (deps_at, deps), (project_at, project) = installs
+    assert copy_lock < deps_at < project_at
+    # The dependencies: exactly the lock's files, hash-checked, nothing resolved beyond it.
+    assert f"-r {LOCK_IN_CONTEXT}" in deps
+    assert "--require-hashes" in deps.split() and "--no-deps" in deps.split()
+    # The project: no resolution, no index, the locked build backend; then pip check.
+    words = project.split("&&")[0].split()
+    assert words[-1] == "."
+    assert {"--no-deps", "--no-index", "--no-build-isolation"} <= set(words)
+    assert "pip check" in project
+    assert not ignored(LOCK_IN_CONTEXT, DOCKERIGNORE)
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess[str]:
+    # Only PyPI, as in a docker build: no local wheel directories or extra indexes from this
+    # machine's pip configuration.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_lock_resolves_on_pypi(tmp_path: Path) -> None:
+    """pip's dry run: the pinned files exist with those hashes, and the lock is complete.
+
+    First the Dockerfile's own step (--require-hashes --no-deps -r lock). Then pyproject's
+    runtime requirements resolved with the lock as constraints: every package the resolver picks
+    must be a pinned one at its pinned version, so nothing in the image comes from outside it.
+    """
+    pins = _lock()
+    hashed = _pip("--no-deps", "--require-hashes", "--index-url", PYPI, "-r", str(LOCK))
+    assert hashed.returncode == 0, hashed.stderr
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, (version, _) in pins.items()))
+    report = tmp_path / "report.json"
+    resolved = _pip(
+        "--index-url",
+        PYPI,
+        "--report",
+        str(report),
+        "-c",
+        str(constraints),
+        *(str(r) for r in _runtime_requirements()),
+    )
+    assert resolved.returncode == 0, resolved.stderr
+    installed = {
+        canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
+        for item in json.loads(report.read_text())["install"]
+    }
+    build_only = {canonicalize_name(r.name) for r in _build_requirements()}
+    assert installed == {n: v for n, (v, _) in pins.items() if n not in build_only}
