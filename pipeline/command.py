@@ -2,14 +2,15 @@
 
 Why a module of its own: proxy/cli.py must import without pyspark (the runtime install has no
 [pipeline] extra), so it only asks this module to add the flags and to run; pyspark is imported
-here, inside `run`, and its absence becomes one line that says what to install.
+here, inside `run`, and its absence becomes one line that says what to install. Problems the
+report diagnoses itself (a missing log, an empty log, an output it cannot write) are one line
+on stderr and exit code 2, like a usage error, rather than a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 __all__ = ["add_arguments", "run"]
 
@@ -17,27 +18,53 @@ INSTALL_HINT = (
     "purgatory-proxy report needs the [pipeline] extra (pyspark, matplotlib): "
     "pip install 'purgatory-proxy[pipeline]' (or run `make test`, which installs it)"
 )
+#: Exit code of a report the user can fix (as argparse's usage errors).
+USER_ERROR = 2
 
 
 def add_arguments(report: argparse.ArgumentParser) -> None:
     """Add the ``report`` flags to its subparser."""
-    report.add_argument("--logs", required=True, metavar="PATH_OR_GLOB", help="request log(s)")
-    report.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
+    report.add_argument(
+        "--logs",
+        required=True,
+        metavar="URI_OR_GLOB",
+        help="request log(s): a path, a glob such as 'requests.jsonl*', or a Hadoop URI "
+        "(file://, hdfs://, s3a:// when its jars are on Spark's classpath)",
+    )
+    report.add_argument(
+        "--out",
+        required=True,
+        metavar="URI",
+        help="output directory, a path or a Hadoop URI; tables, plots, summary.json and "
+        "report.md are all written there through Hadoop's filesystem API",
+    )
     report.add_argument(
         "--master", default="local[*]", help="Spark master URL (default local[*], loopback)"
     )
     report.add_argument(
         "--window-s", type=int, default=10, help="time window of the per-window tables (s)"
     )
+    report.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's progress bar and the JVM's own log output",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the report; returns the process exit code."""
     try:
+        from pipeline.errors import ReportError
         from pipeline.report import run_report
     except ImportError:
         print(f"purgatory-proxy: {INSTALL_HINT}", file=sys.stderr)
-        return 2
-    summary = run_report(args.logs, args.out, master=args.master, window_s=args.window_s)
+        return USER_ERROR
+    try:
+        summary = run_report(
+            args.logs, args.out, master=args.master, window_s=args.window_s, verbose=args.verbose
+        )
+    except ReportError as exc:
+        print(f"purgatory-proxy report: {exc}", file=sys.stderr)
+        return USER_ERROR
     print(f"report written to {args.out} ({summary['lines']} requests)")
     return 0

@@ -1,53 +1,95 @@
-# Strategy: the plots are drawn from the small, already aggregated tables (a few hundred rows at
-# most, collected to the driver as plain dicts), never from the raw log, so plotting costs the
-# same for a thousand lines as for a billion. matplotlib's Agg backend: no display needed.
-# Each function writes one PNG and returns its path; each says in its title what to look for.
+# Strategy: the plots are drawn from the small, already aggregated tables (collected to the
+# driver as plain dicts), never from the raw log, so plotting costs the same for a thousand lines
+# as for a billion; pipeline/series.py first makes the series complete (no gaps drawn as data).
+# matplotlib's Agg backend renders each figure to PNG bytes in memory: the caller writes them
+# through the Hadoop filesystem, so they land next to the tables wherever --out points. Each
+# title says what to look for. Rules that keep a plot from misleading: Fetch and Produce always
+# have the same colours and the other APIs are one faint grey line; every time axis is wall-clock
+# UTC, so a spike can be matched to an incident; "nothing happened" is said in words, not drawn
+# as an axis of zeros.
 """PNG plots of the report's tables (matplotlib)."""
 
 from __future__ import annotations
 
-import itertools
-from collections import defaultdict
-from pathlib import Path
+import io
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+import numpy as np
+import numpy.typing as npt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-__all__ = ["plot_all"]
+from pipeline import series
+from pipeline.tables import HELD_BUCKET_MS
+
+__all__ = ["API_COLOURS", "PLOT_NAMES", "render_all"]
 
 Rows = list[dict[str, Any]]
 
-
-def plot_all(tables: dict[str, Rows], out: Path) -> list[Path]:
-    """Write every plot into ``out``; return the files written."""
-    out.mkdir(parents=True, exist_ok=True)
-    return [
-        _latency(tables["per_api"], out / "latency_by_api.png"),
-        _throughput(tables["throughput"], out / "throughput.png"),
-        _memory(tables["memory_pressure"], out / "memory_pressure.png"),
-        _fairness(tables["fairness"], out / "fairness.png"),
-        _top_talkers(tables["top_talkers"], out / "top_talkers.png"),
-        _held(tables["held_histogram"], out / "held_time.png"),
-    ]
+#: Fixed colours: the same API is the same colour in every plot and every report.
+API_COLOURS = {"Fetch": "tab:blue", "Produce": "tab:orange", series.OTHER_APIS: "0.6"}
+PLOT_NAMES = ("latency_by_api", "throughput", "memory_pressure", "fairness", "top_talkers",
+              "held_time")  # fmt: skip
+_FIGSIZE = (9.0, 4.5)
 
 
-def _save(figure: Any, path: Path) -> Path:
+def render_all(tables: dict[str, Rows], window_s: int) -> dict[str, bytes]:
+    """Every plot as PNG bytes, by name (the file is ``plots/<name>.png``)."""
+    drawn = {
+        "latency_by_api": _latency(tables["per_api"]),
+        "throughput": _throughput(tables["throughput"], window_s),
+        "memory_pressure": _memory(tables["memory_pressure"], window_s),
+        "fairness": _fairness(tables["fairness"], window_s),
+        "top_talkers": _top_talkers(tables["top_talkers"]),
+        "held_time": _held(tables["held_histogram"]),
+    }
+    return {name: _png(drawn[name]) for name in PLOT_NAMES}
+
+
+def _png(figure: Figure) -> bytes:
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
-    return path
+    return buffer.getvalue()
 
 
-def _relative(starts: list[int]) -> list[int]:
-    first = min(starts, default=0)
-    return [start - first for start in starts]
+def _times(starts: list[int]) -> npt.NDArray[np.datetime64]:
+    """Window starts as UTC instants (matplotlib reads naive datetime64 as UTC)."""
+    return np.array(starts, dtype="datetime64[s]")
 
 
-def _latency(rows: Rows, path: Path) -> Path:
-    figure, axes = plt.subplots(figsize=(9, 4.5))
+def _time_axis(axes: Axes) -> None:
+    """Wall-clock UTC ticks, concise (the date is written once, where it changes)."""
+    locator = mdates.AutoDateLocator(tz=UTC)  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    formatter = mdates.ConciseDateFormatter(locator, tz=UTC)  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_formatter(formatter)
+    axes.set_xlabel("window start (UTC)")
+
+
+def _clock(ts: float, layout: str) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime(layout)
+
+
+def _say(axes: Axes, text: str) -> None:
+    axes.text(0.5, 0.5, text, ha="center", va="center", transform=axes.transAxes, wrap=True)
+    axes.set_yticks([])
+
+
+def _nan(values: list[float | None]) -> list[float]:
+    return [math.nan if value is None else value for value in values]
+
+
+def _latency(rows: Rows) -> Figure:
+    figure, axes = plt.subplots(figsize=_FIGSIZE)
     apis = [row["api"] for row in rows]
     width = 0.27
     for offset, key in enumerate(("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")):
@@ -58,80 +100,88 @@ def _latency(rows: Rows, path: Path) -> Path:
     axes.set_ylabel("client-observed latency (ms, log scale)")
     axes.set_title("Latency per API: a tall p99 next to a short p50 means a tail to chase")
     axes.legend()
-    return _save(figure, path)
+    return figure
 
 
-def _throughput(rows: Rows, path: Path) -> Path:
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for row in rows:
-        series[row["api"]].append((row["window_start"], row["requests_per_s"]))
-    first = min((row["window_start"] for row in rows), default=0)
-    for api, points in sorted(series.items()):
-        axes.plot([t - first for t, _ in points], [v for _, v in points], marker="o", label=api)
-    axes.set_xlabel("seconds since the first window")
-    axes.set_ylabel("requests / s")
-    axes.set_title("Throughput per API and window")
-    axes.legend(fontsize="small", ncol=2)
-    return _save(figure, path)
+def _throughput(rows: Rows, window_s: int) -> Figure:
+    figure, axes = plt.subplots(figsize=_FIGSIZE)
+    data = series.throughput(rows, window_s)
+    times = _times(data.starts)
+    marker = "o" if len(times) <= 60 else None
+    for name, values in data.series.items():
+        highlighted = name in series.HIGHLIGHTED
+        label = name if highlighted else f"{name} ({len(data.others)}, summed)"
+        axes.plot(
+            times, values, color=API_COLOURS[name], linewidth=2.0 if highlighted else 1.0,
+            alpha=1.0 if highlighted else 0.7, marker=marker, markersize=3, label=label,
+            zorder=3 if highlighted else 2,
+        )  # fmt: skip
+    _time_axis(axes)
+    axes.set_ylabel(f"requests / s (per {window_s} s window)")
+    axes.set_title("Throughput: Fetch and Produce, all other APIs summed in grey")
+    if data.partial:
+        note = f"{data.partial} partial edge window(s) not drawn (log covers < half of them)"
+        axes.annotate(note, (1, 0), xycoords="axes fraction", xytext=(-4, 4),
+                      textcoords="offset points", ha="right", va="bottom", fontsize="small",
+                      color="0.4")  # fmt: skip
+    if not data.starts:
+        _say(axes, f"the log spans less than half a {window_s} s window: try a smaller --window-s")
+    else:  # headroom above the highest line for the legend
+        top = max(max(values, default=0.0) for values in data.series.values())
+        axes.set_ylim(0, top * 1.3 or 1.0)
+        axes.legend(fontsize="small", loc="upper left", ncols=3)
+    return figure
 
 
-def _memory(rows: Rows, path: Path) -> Path:
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    starts = _relative([row["window_start"] for row in rows])
+def _memory(rows: Rows, window_s: int) -> Figure:
+    figure, axes = plt.subplots(figsize=_FIGSIZE)
+    starts = series.window_starts(rows, window_s)
+    times = _times(starts)
+    muted_ms = series.per_window(rows, "muted_ms", starts, 0.0)
+    axes.set_title("Memory pressure: red bars are the KIP-72 mute at work")
+    if not any(muted_ms):
+        axes.plot(times, [0.0] * len(times), alpha=0)  # only to span the time axis
+        span = f"{_clock(starts[0], '%Y-%m-%d %H:%M:%S')} to {_clock(starts[-1], '%H:%M:%S')} UTC"
+        _say(axes, f"no muting in this window ({span}):\nevery request got pool memory at once")
+        _time_axis(axes)
+        return figure
     axes.bar(
-        starts,
-        [row["muted_ms"] for row in rows],
-        width=max(1, _step(starts)) * 0.8,
-        align="edge",
-        color="tab:red",
+        times, _nan(muted_ms), width=window_s / 86_400 * 0.8, align="edge", color="tab:red",
         label="muted time (ms)",
-    )
-    axes.set_xlabel("seconds since the first window")
+    )  # fmt: skip
     axes.set_ylabel("time requests waited for pool memory (ms)")
     share = axes.twinx()
+    shares = series.per_window(rows, "muted_share", starts, None)
     share.plot(
-        starts,
-        [row["muted_share"] * 100 for row in rows],
-        color="black",
-        marker="o",
-        label="requests muted (%)",
-    )
+        times, [math.nan if s is None else s * 100 for s in shares], color="black",
+        marker="o" if len(times) <= 60 else None, markersize=3, label="requests muted (%)",
+    )  # fmt: skip
     share.set_ylabel("share of requests muted (%)")
     share.set_ylim(0, 100)
-    axes.set_title("Memory pressure: red bars are the KIP-72 mute at work")
-    return _save(figure, path)
+    _time_axis(axes)
+    return figure
 
 
-def _step(starts: list[int]) -> int:
-    ordered = sorted(set(starts))
-    return min((b - a for a, b in itertools.pairwise(ordered)), default=1)
-
-
-def _fairness(rows: Rows, path: Path) -> Path:
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    starts = _relative([row["window_start"] for row in rows])
-    axes.plot(starts, [row["jain_index"] for row in rows], marker="o", label="Jain's index")
+def _fairness(rows: Rows, window_s: int) -> Figure:
+    figure, axes = plt.subplots(figsize=_FIGSIZE)
+    starts = series.window_starts(rows, window_s)
+    times = _times(starts)
     clients = axes.twinx()  # how many clients each window's index is over
-    clients.step(
-        starts,
-        [row["clients"] for row in rows],
-        where="post",
-        color="tab:gray",
-        alpha=0.5,
-        label="clients",
-    )
+    counts = series.per_window(rows, "clients", starts, 0)
+    clients.step(times, _nan(counts), where="post", color="tab:gray", alpha=0.5)
     clients.set_ylabel("clients in the window", color="tab:gray")
     clients.set_ylim(0, max((row["clients"] for row in rows), default=1) * 1.2)
+    index = _nan(series.per_window(rows, "jain_index", starts, None))
+    axes.plot(times, index, marker="o" if len(times) <= 60 else None, markersize=3)
     axes.set_ylim(0, 1.05)
-    axes.set_xlabel("seconds since the first window")
     axes.set_ylabel("Jain's index over per-client bytes")
     axes.set_title("Fairness: 1 = every client moved the same bytes, 1/n = one client did all")
-    return _save(figure, path)
+    _time_axis(axes)
+    return figure
 
 
-def _top_talkers(rows: Rows, path: Path) -> Path:
-    figure, axes = plt.subplots(figsize=(9, 4.5))
+def _top_talkers(rows: Rows) -> Figure:
+    figure, axes = plt.subplots(figsize=_FIGSIZE)
     ordered = list(reversed(rows))
     names = [row["client"] for row in ordered]
     axes.barh(names, [row["request_bytes"] for row in ordered], label="request bytes")
@@ -144,28 +194,22 @@ def _top_talkers(rows: Rows, path: Path) -> Path:
     axes.set_xlabel("bytes")
     axes.set_title("Top talkers by bytes moved through the proxy")
     axes.legend()
-    return _save(figure, path)
+    return figure
 
 
-def _held(rows: Rows, path: Path) -> Path:
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    if rows:
-        series: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for row in rows:
-            series[row["api"]].append((row["bucket_ms"], row["requests"]))
-        for api, points in sorted(series.items()):
-            axes.step([b for b, _ in points], [n for _, n in points], where="post", label=api)
-        axes.legend()
-    else:
-        axes.text(
-            0.5,
-            0.5,
-            "no request was held in the purgatory in this log",
-            ha="center",
-            va="center",
-            transform=axes.transAxes,
-        )
+def _held(rows: Rows) -> Figure:
+    figure, axes = plt.subplots(figsize=_FIGSIZE)
+    histogram = series.held(rows, HELD_BUCKET_MS)
+    axes.set_title(f"Held-time distribution ({HELD_BUCKET_MS} ms buckets; empty ones at 0)")
     axes.set_xlabel("time held in the purgatory (ms)")
+    if not histogram.counts:
+        _say(axes, "no request was held in the purgatory in this log")
+        return figure
+    for api, counts in histogram.counts.items():
+        colour = API_COLOURS.get(api, API_COLOURS[series.OTHER_APIS])
+        axes.stairs(counts, histogram.edges, color=colour, linewidth=1.5, label=api)
+    axes.set_xlim(0, histogram.edges[-1])
+    axes.set_ylim(bottom=0)
     axes.set_ylabel("requests")
-    axes.set_title("Held-time distribution")
-    return _save(figure, path)
+    axes.legend()
+    return figure

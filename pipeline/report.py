@@ -1,79 +1,187 @@
-# Strategy: read the request log(s) once into a cached DataFrame with an explicit schema (no
-# inference pass over the files), compute every table (pipeline/tables.py) on the cluster, write
-# each as Parquet, then collect the small aggregates to the driver for summary.json, report.md
-# and the PNG plots. Nothing but aggregates ever leaves the cluster, so the driver's memory does
-# not grow with the log.
+# Strategy: read the request log(s) once, with an explicit schema (no inference pass), into a
+# cached DataFrame of only the columns the tables use; the first action (count, malformed lines,
+# time range) fills the cache and every table is then computed from memory. Each table is written
+# as Parquet by the cluster, then collected (it is an aggregate: a few thousand rows at most) for
+# summary.json, report.md and the PNG plots, which the driver writes through the same Hadoop
+# filesystem API. Nothing but aggregates ever leaves the cluster, so the driver's memory does not
+# grow with the log. Every step is a numbered progress line (pipeline/progress.py).
 """``purgatory-proxy report``: request logs -> Parquet tables, summary.json, report.md, PNGs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from pipeline import tables as t
-from pipeline.plots import plot_all
+from pipeline.errors import ReportError
+from pipeline.markdown import report_markdown
+from pipeline.plots import render_all
+from pipeline.progress import Progress
 from pipeline.session import spark_session
+from pipeline.storage import HadoopFiles
 
-__all__ = ["run_report"]
+__all__ = ["TABLES", "run_report"]
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Span:
+    """The log's time range (arrival of its first and last request) and the window width."""
+
+    first_ts: float
+    last_ts: float
+    window_s: int
+
+
+#: Every table: its name (the Parquet directory under tables/), what it is, how it is made.
+TABLES: dict[str, tuple[str, Callable[[DataFrame, Span], DataFrame]]] = {
+    "per_api": ("latency and errors per API", lambda log, _: t.per_api(log)),
+    "per_client": ("latency and errors per client and API", lambda log, _: t.per_client(log)),
+    "per_broker": ("latency and errors per broker", lambda log, _: t.per_broker(log)),
+    "throughput": (
+        "throughput per window and API",
+        lambda log, span: t.throughput(log, span.window_s, span.first_ts, span.last_ts),
+    ),
+    "purgatory_outcomes": ("outcomes and held times", lambda log, _: t.purgatory_outcomes(log)),
+    "held_histogram": ("held-time histogram", lambda log, _: t.held_histogram(log)),
+    "memory_pressure": (
+        "memory pressure per window",
+        lambda log, span: t.memory_pressure(log, span.window_s),
+    ),
+    "fairness": ("fairness per window", lambda log, span: t.fairness(log, span.window_s)),
+    "top_talkers": ("top talkers", lambda log, _: t.top_talkers(log)),
+    "errors_by_code": ("errors by error code", lambda log, _: t.errors_by_code(log)),
+}
 
 
 def run_report(
     logs: str,
-    out: Path,
+    out: str,
     *,
     master: str = "local[*]",
     window_s: int = 10,
     shuffle_partitions: int = 8,
+    verbose: bool = False,
 ) -> dict[str, Any]:
-    """Analyse the request logs matching ``logs`` (a path or a glob) into ``out``.
+    """Analyse the request logs at ``logs`` (path, glob or Hadoop URI) into ``out`` (a URI).
 
     Returns:
         The summary also written to ``out/summary.json``.
 
     Raises:
-        ValueError: ``logs`` matched no line.
+        ReportError: ``logs`` names no file, holds no request-log line, or ``out`` cannot be
+            written.
     """
     started_s = time.monotonic()
-    session = spark_session(master, shuffle_partitions=shuffle_partitions)
-    try:
-        log = t.with_window(session.read.schema(t.LOG_SCHEMA).json(logs), window_s).cache()
-        lines = log.count()
-        if lines == 0:
-            raise ValueError(f"no request-log lines in {logs}")
-        frames: dict[str, Callable[[], DataFrame]] = {
-            "per_api": lambda: t.per_api(log),
-            "per_client": lambda: t.per_client(log),
-            "throughput": lambda: t.throughput(log, window_s),
-            "purgatory_outcomes": lambda: t.purgatory_outcomes(log),
-            "held_histogram": lambda: t.held_histogram(log),
-            "memory_pressure": lambda: t.memory_pressure(log, window_s),
-            "fairness": lambda: t.fairness(log, window_s),
-            "top_talkers": lambda: t.top_talkers(log),
-        }
-        collected: dict[str, list[dict[str, Any]]] = {}
-        for name, build in frames.items():
-            frame = build().cache()
-            frame.write.mode("overwrite").parquet(str(out / "tables" / name))
-            collected[name] = [row.asDict() for row in frame.collect()]
-            frame.unpersist()
+    progress = Progress(3 + len(TABLES))
+    with contextlib.ExitStack() as stack:
+        with progress.stage(f"starting Spark on {master}") as stage:
+            spark = stack.enter_context(
+                spark_session(master, shuffle_partitions=shuffle_partitions, verbose=verbose)
+            )
+            stage.result = "ready"
+        session = spark.session
+        progress.attach(session.sparkContext)
+        files = HadoopFiles(session)
+        if files.matching_files(logs) == 0:
+            raise ReportError(f"no request log at {logs}: no such file, or the glob matches none")
+        with progress.stage(f"reading {logs} (one pass, cached)") as stage:
+            log, read = _read(session_logs=t.read_logs(session, logs), window_s=window_s)
+            stage.result = _read_result(read)
+        if read["lines"] == 0:
+            raise ReportError(_empty_message(logs, read["malformed_lines"]))
+        span = Span(read["first_ts"], read["last_ts"], window_s)
+        collected: dict[str, Rows] = {}
+        for name, (what, build) in TABLES.items():
+            with progress.stage(what) as stage:
+                collected[name] = _table(build(log, span), files.child(out, "tables", name))
+                stage.result = f"{len(collected[name])} rows"
         log.unpersist()
-    finally:
-        session.stop()
-    plots = plot_all(collected, out / "plots")
-    summary = _summary(collected, lines, window_s, logs, time.monotonic() - started_s)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "report.md").write_text(_markdown(summary, collected, plots, out))
+        with progress.stage("plots and report.md") as stage:
+            plots = render_all(collected, window_s)
+            for name, png in plots.items():
+                files.write_bytes(files.child(out, "plots", f"{name}.png"), png)
+            summary = _summary(collected, read, window_s, logs, time.monotonic() - started_s)
+            files.write_bytes(
+                files.child(out, "summary.json"), (json.dumps(summary, indent=2) + "\n").encode()
+            )
+            links = [f"plots/{name}.png" for name in plots]
+            markdown = report_markdown(summary, collected, links)
+            files.write_bytes(files.child(out, "report.md"), markdown.encode())
+            stage.result = f"{len(plots)} plots, summary.json, report.md"
     return summary
 
 
+def _read(session_logs: DataFrame, window_s: int) -> tuple[DataFrame, dict[str, Any]]:
+    """The cached well-formed log, and its line count, malformed count and time range."""
+    prepared = t.prepare(session_logs, window_s).cache()
+    malformed = F.col(t.MALFORMED)
+    good_ts = F.when(~malformed, F.col("ts"))
+    row = prepared.agg(
+        F.count(F.when(~malformed, 1)).alias("lines"),
+        F.count(F.when(malformed, 1)).alias("malformed_lines"),
+        F.min(good_ts).alias("first_ts"),
+        F.max(good_ts).alias("last_ts"),
+    ).first()
+    assert row is not None  # a global aggregate always has one row
+    return t.well_formed(prepared), row.asDict()
+
+
+def _read_result(read: dict[str, Any]) -> str:
+    text = f"{read['lines']:,} lines"
+    if read["malformed_lines"]:
+        text += f" ({read['malformed_lines']:,} malformed, skipped)"
+    if read["lines"]:
+        text += f", {_utc(read['first_ts'])} to {_utc(read['last_ts'])}"
+    return text
+
+
+def _empty_message(logs: str, malformed: int) -> str:
+    if malformed:
+        return f"no request-log record in {logs}: all {malformed} lines are malformed"
+    return f"no request-log lines in {logs}: the log is empty"
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _table(frame: DataFrame, uri: str) -> Rows:
+    """Write ``frame`` as one Parquet file under ``uri``; return its rows."""
+    frame = frame.coalesce(1).cache()
+    try:
+        frame.write.mode("overwrite").parquet(uri)
+        return [row.asDict() for row in frame.collect()]
+    finally:
+        frame.unpersist()
+
+
+def _by(rows: Rows, key: str) -> dict[str, dict[str, Any]]:
+    return {
+        row[key]: {
+            "count": row["requests"],
+            "p50_ms": row["latency_p50_ms"],
+            "p95_ms": row["latency_p95_ms"],
+            "p99_ms": row["latency_p99_ms"],
+            "errors": row["errors"],
+        }
+        for row in rows
+    }
+
+
 def _summary(
-    tables: dict[str, list[dict[str, Any]]], lines: int, window_s: int, logs: str, elapsed_s: float
+    tables: dict[str, Rows], read: dict[str, Any], window_s: int, logs: str, elapsed_s: float
 ) -> dict[str, Any]:
+    lines = read["lines"]
     outcomes: dict[str, int] = {}
     for row in tables["purgatory_outcomes"]:
         outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + row["requests"]
@@ -83,20 +191,24 @@ def _summary(
     return {
         "logs": logs,
         "lines": lines,
+        "malformed_lines": read["malformed_lines"],
+        "time_range": {
+            "first_ts": read["first_ts"],
+            "last_ts": read["last_ts"],
+            "first_utc": _utc(read["first_ts"]),
+            "last_utc": _utc(read["last_ts"]),
+            "duration_s": read["last_ts"] - read["first_ts"],
+        },
         "window_s": window_s,
         "elapsed_s": round(elapsed_s, 2),
         "percentile_accuracy": t.ACCURACY,
-        "apis": {
-            row["api"]: {
-                "count": row["requests"],
-                "p50_ms": row["latency_p50_ms"],
-                "p95_ms": row["latency_p95_ms"],
-                "p99_ms": row["latency_p99_ms"],
-                "errors": row["errors"],
-            }
-            for row in tables["per_api"]
-        },
+        "apis": _by(tables["per_api"], "api"),
+        "brokers": _by(tables["per_broker"], "broker"),
         "outcomes": outcomes,
+        "errors_by_code": [
+            {"error_code": row["error_code"], "api": row["api"], "requests": row["requests"]}
+            for row in tables["errors_by_code"]
+        ],
         "muted_requests": muted,
         "muted_share": muted / lines,
         "muted_ms_total": sum(row["muted_ms"] for row in pressure),
@@ -107,45 +219,3 @@ def _summary(
             for row in tables["top_talkers"]
         ],
     }
-
-
-def _markdown(
-    summary: dict[str, Any], tables: dict[str, list[dict[str, Any]]], plots: list[Path], out: Path
-) -> str:
-    lines = [
-        "# Request-log report",
-        "",
-        f"{summary['lines']} requests from `{summary['logs']}`, windows of "
-        f"{summary['window_s']} s, computed in {summary['elapsed_s']} s.",
-        "",
-        "## Per API",
-        "",
-        "| API | requests | p50 ms | p95 ms | p99 ms | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for api, row in summary["apis"].items():
-        lines.append(
-            f"| {api} | {row['count']} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} | "
-            f"{row['p99_ms']:.2f} | {row['errors']} |"
-        )
-    lines += ["", "## Outcomes", "", "| outcome | requests |", "| --- | ---: |"]
-    lines += [f"| {name} | {count} |" for name, count in sorted(summary["outcomes"].items())]
-    lines += [
-        "",
-        "## Memory pressure and fairness",
-        "",
-        f"- requests muted (waited for pool memory): {summary['muted_requests']} "
-        f"({summary['muted_share']:.1%}), {summary['muted_ms_total']:.0f} ms in total",
-        f"- Jain's index over per-client bytes per window: mean "
-        f"{summary['jain_index_mean']:.3f}, worst {summary['jain_index_min']:.3f}",
-        "",
-        "## Top talkers",
-        "",
-        "| client | requests | bytes |",
-        "| --- | ---: | ---: |",
-    ]
-    lines += [f"| {r['client']} | {r['requests']} | {r['bytes']} |" for r in tables["top_talkers"]]
-    lines += ["", "## Plots", ""]
-    lines += [f"![{p.stem}]({p.relative_to(out)})" for p in plots]
-    lines += ["", "Tables (Parquet): " + ", ".join(f"`tables/{name}`" for name in tables), ""]
-    return "\n".join(lines)

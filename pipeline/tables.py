@@ -4,11 +4,17 @@
 # all tables: its rank error is at most rows/ACCURACY, so for logs under ACCURACY rows it is
 # exact up to one rank. Time windows are fixed-width buckets of the arrival time ``ts``
 # (``floor(ts / window_s) * window_s``, epoch seconds), which keeps them plain numbers.
+#
+# The logs are read once (``prepare``): with the explicit schema below, so Spark never runs an
+# inference pass over the files, and with only the columns some table uses, so the cached copy
+# every table is computed from is as small as it can be. A line that is not a JSON object of
+# that schema (a torn last line after a crash, a stray edit) is kept in the cache as one
+# ``malformed`` row, counted in the report and left out of every table.
 """The report's tables, each a function of the request-log DataFrame."""
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DoubleType,
@@ -21,21 +27,30 @@ from pyspark.sql.types import (
 
 __all__ = [
     "ACCURACY",
+    "HELD_BUCKET_MS",
     "LOG_SCHEMA",
+    "MALFORMED",
+    "errors_by_code",
     "fairness",
     "held_histogram",
     "memory_pressure",
     "per_api",
+    "per_broker",
     "per_client",
+    "prepare",
     "purgatory_outcomes",
+    "read_logs",
     "throughput",
     "top_talkers",
+    "well_formed",
     "with_window",
 ]
 
 #: percentile_approx accuracy: relative rank error 1/ACCURACY.
 ACCURACY = 10_000
 PERCENTILES = (0.5, 0.95, 0.99)
+#: Width of the held-time histogram's buckets.
+HELD_BUCKET_MS = 50
 NO_CLIENT = "(none)"
 
 LOG_SCHEMA = StructType(
@@ -56,6 +71,14 @@ LOG_SCHEMA = StructType(
         StructField("error_code", IntegerType()),
     ]
 )
+#: Spark puts a line that does not parse against LOG_SCHEMA into this column (PERMISSIVE mode).
+CORRUPT = "_corrupt_record"
+#: The prepared log's flag for lines no table uses (unparseable, or without ``ts`` or ``api``).
+MALFORMED = "malformed"
+_READ_SCHEMA = StructType([*LOG_SCHEMA.fields, StructField(CORRUPT, StringType())])
+#: What the tables use; ``api_version``, ``conn`` and the raw line are not kept in the cache.
+_KEPT = ("ts", "api", "broker", "latency_ms", "upstream_ms", "held_ms", "muted_ms",
+         "request_bytes", "response_bytes", "outcome", "error_code")  # fmt: skip
 
 
 def _percentiles(column: str, prefix: str) -> list[Column]:
@@ -75,6 +98,29 @@ def _request_stats() -> list[Column]:
     ]
 
 
+def read_logs(session: SparkSession, logs: str) -> DataFrame:
+    """The raw lines of the logs at ``logs`` (path, glob or URI) parsed against LOG_SCHEMA."""
+    return (
+        session.read.schema(_READ_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .json(logs)
+    )
+
+
+def prepare(raw: DataFrame, window_s: int) -> DataFrame:
+    """The columns the tables need, with ``window_start``, ``client`` and ``malformed``."""
+    malformed = F.col(CORRUPT).isNotNull() | F.col("ts").isNull() | F.col("api").isNull()
+    return with_window(raw.select(*_KEPT, "client_id", malformed.alias(MALFORMED)), window_s).drop(
+        "client_id"
+    )
+
+
+def well_formed(prepared: DataFrame) -> DataFrame:
+    """The rows of :func:`prepare` that every table is computed from."""
+    return prepared.where(~F.col(MALFORMED)).drop(MALFORMED)
+
+
 def with_window(log: DataFrame, window_s: int) -> DataFrame:
     """``log`` plus ``window_start`` (epoch seconds) and a non-null ``client``."""
     return log.withColumn(
@@ -87,23 +133,55 @@ def per_api(log: DataFrame) -> DataFrame:
     return log.groupBy("api").agg(*_request_stats()).orderBy("api")
 
 
+def per_broker(log: DataFrame) -> DataFrame:
+    """Per ``broker`` field (upstream node id, ``bootstrap``, ``local``): as :func:`per_api`."""
+    return log.groupBy("broker").agg(*_request_stats()).orderBy("broker")
+
+
+def errors_by_code(log: DataFrame) -> DataFrame:
+    """Per (top-level error code, API): requests answered with that non-zero code.
+
+    Only top-level codes the proxy could read are in the log (docs/request-log.md): per-partition
+    errors of Produce, Metadata and the like are not.
+    """
+    return (
+        log.where(F.col("error_code").isNotNull() & (F.col("error_code") != 0))
+        .groupBy("error_code", "api")
+        .agg(F.count(F.lit(1)).alias("requests"))
+        .orderBy(F.desc("requests"), "error_code", "api")
+    )
+
+
 def per_client(log: DataFrame) -> DataFrame:
     """Per (client, API): the same figures as :func:`per_api`."""
     return log.groupBy("client", "api").agg(*_request_stats()).orderBy("client", "api")
 
 
-def throughput(log: DataFrame, window_s: int) -> DataFrame:
-    """Per window and API: requests, requests/s and bytes/s."""
+def throughput(log: DataFrame, window_s: int, first_ts: float, last_ts: float) -> DataFrame:
+    """Per window and API: requests, bytes, and their rates over the window's covered time.
+
+    ``covered_s`` is the part of the window inside the log's time range [first_ts, last_ts]:
+    ``window_s`` except for the first and last windows, which the log usually covers only in
+    part. Rates divide by it, so a log that ends a second into a window does not show a drop
+    to a tenth of the traffic; they are null for a log that is a single instant.
+    """
+    start = F.col("window_start")
+    covered = F.least(start + window_s, F.lit(last_ts)) - F.greatest(start, F.lit(first_ts))
     return (
         log.groupBy("window_start", "api")
         .agg(
             F.count(F.lit(1)).alias("requests"),
             F.sum(F.col("request_bytes") + F.col("response_bytes")).alias("bytes"),
         )
-        .withColumn("requests_per_s", F.col("requests") / window_s)
-        .withColumn("bytes_per_s", F.col("bytes") / window_s)
+        .withColumn("covered_s", covered.cast(DoubleType()))
+        .withColumn("requests_per_s", _rate("requests"))
+        .withColumn("bytes_per_s", _rate("bytes"))
         .orderBy("window_start", "api")
     )
+
+
+def _rate(column: str) -> Column:
+    return F.when(F.col("covered_s") > 0, F.col(column) / F.col("covered_s"))
 
 
 def purgatory_outcomes(log: DataFrame) -> DataFrame:
@@ -125,7 +203,7 @@ def purgatory_outcomes(log: DataFrame) -> DataFrame:
     )
 
 
-def held_histogram(log: DataFrame, bucket_ms: int = 50) -> DataFrame:
+def held_histogram(log: DataFrame, bucket_ms: int = HELD_BUCKET_MS) -> DataFrame:
     """Held requests by held time, in ``bucket_ms`` buckets (empty if none was held)."""
     return (
         log.where(F.col("held_ms") > 0)
