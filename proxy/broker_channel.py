@@ -9,7 +9,9 @@
 # request behind it: give long-polls their own channel.
 #
 # Resource handling: the channel connects lazily on the first request and again after a
-# failure. Its reader task runs in the nursery the owner passes in; `aclose` ends it.
+# failure, through proxy/secure_upstream.open_upstream (TLS and SASL when configured). Its
+# reader task, and with SASL the task that re-authenticates the connection on time (KIP-368),
+# run in the nursery the owner passes in; `aclose` ends them.
 """A multiplexed, reconnecting connection for the proxy's own requests to one broker."""
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import trio
 from proxy.errors import UpstreamUnavailable
 from proxy.framed import PeerClosed, receive_exactly
 from proxy.routing import Address
+from proxy.secure_upstream import UpstreamSecurity, keep_authenticated, open_upstream
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
 from wire.framing import frame
@@ -51,14 +54,22 @@ class BrokerChannel:
     Args:
         address: the broker.
         nursery: where the reader task of each connection runs (the server's).
-        connect_timeout_s: limit for one connection attempt.
+        connect_timeout_s: limit for one connection attempt (TLS and SASL included).
+        security: TLS and SASL of upstream connections; None = plaintext, no SASL.
     """
 
-    def __init__(self, address: Address, nursery: trio.Nursery, connect_timeout_s: float) -> None:
+    def __init__(
+        self,
+        address: Address,
+        nursery: trio.Nursery,
+        connect_timeout_s: float,
+        security: UpstreamSecurity | None = None,
+    ) -> None:
         self.address = address
         self._nursery = nursery
         self._connect_timeout_s = connect_timeout_s
-        self._stream: trio.SocketStream | None = None
+        self._security = security or UpstreamSecurity(None, None)
+        self._stream: trio.abc.Stream | None = None
         self._connecting = trio.Lock()
         self._sending = trio.Lock()
         self._waiters: dict[int, _Waiter] = {}
@@ -106,22 +117,18 @@ class BrokerChannel:
         assert waiter.body is not None
         return decode_response(api_key, api_version, waiter.body)
 
-    async def _connected(self) -> trio.SocketStream:
+    async def _connected(self) -> trio.abc.Stream:
         async with self._connecting:
             if self._stream is not None:
                 return self._stream
-            try:
-                with trio.fail_after(self._connect_timeout_s):
-                    stream = await trio.open_tcp_stream(self.address.host, self.address.port)
-            except (OSError, trio.TooSlowError) as error:
-                reason = str(error) or "connect timed out"
-                raise UpstreamUnavailable(f"{self.address}: {reason}") from error
+            stream = await open_upstream(self.address, self._security, self._connect_timeout_s)
             self._stream = stream
             self.connects += 1
             self._nursery.start_soon(self._read_responses, stream)
+            self._nursery.start_soon(keep_authenticated, stream)
             return stream
 
-    async def _read_responses(self, stream: trio.SocketStream) -> None:
+    async def _read_responses(self, stream: trio.abc.Stream) -> None:
         try:
             while True:
                 size = int.from_bytes(await receive_exactly(stream, 4), "big")
@@ -141,7 +148,7 @@ class BrokerChannel:
                 self._fail(stream, "connection closed")
                 await trio.aclose_forcefully(stream)
 
-    def _fail(self, stream: trio.SocketStream, reason: str) -> None:
+    def _fail(self, stream: trio.abc.Stream, reason: str) -> None:
         """If ``stream`` is the current connection: forget it and fail every request waiting.
 
         Every waiter was sent on the current connection (a new one is opened only after the

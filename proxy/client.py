@@ -45,6 +45,7 @@ import trio
 
 from proxy.delayed import DelayedProduce
 from proxy.error_peek import peek_error_code
+from proxy.errors import UpstreamUnavailable
 from proxy.fetching import FetchTicket
 from proxy.framed import FrameReader, PeerClosed, receive_exactly, receive_frame
 from proxy.request_log import RequestRecord
@@ -57,6 +58,7 @@ from proxy.rewrite import (
     rewrite_response,
 )
 from proxy.routing import Address
+from proxy.secure_upstream import open_upstream
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
@@ -121,7 +123,7 @@ class ClientConnection:
     """A client's TCP connection and the upstream connection that serves it."""
 
     def __init__(
-        self, proxy: Proxy, stream: trio.SocketStream, node_id: int | None, connection_id: int
+        self, proxy: Proxy, stream: trio.abc.Stream, node_id: int | None, connection_id: int
     ) -> None:
         self.proxy = proxy
         self.client = stream
@@ -153,7 +155,7 @@ class ClientConnection:
         Resource handling: both streams are closed in ``finally``; the pool lease of a request
         being read is released by the request pump's own ``finally`` (cancellation included).
         """
-        upstream: trio.SocketStream | None = None
+        upstream: trio.abc.Stream | None = None
         metrics = self.proxy.metrics
         metrics.connections_open.inc()
         try:
@@ -208,7 +210,7 @@ class ClientConnection:
             self._close_reason = reason
             self._close_kind = kind
 
-    async def _connect_upstream(self) -> trio.SocketStream:
+    async def _connect_upstream(self) -> trio.abc.Stream:
         candidates = self.proxy.upstream_for(self.node_id)
         if not candidates:
             self.proxy.metrics.upstream_connects.labels("failed").inc()
@@ -217,21 +219,22 @@ class ClientConnection:
             )
         timeout_s = self.proxy.config.upstream.connect_timeout_ms / 1000
         errors = []
+        security = self.proxy.upstream_security
         for address in candidates:
             try:
-                with trio.fail_after(timeout_s):
-                    stream = await trio.open_tcp_stream(address.host, address.port)
+                # TLS and the proxy's own SASL identity when configured (issue 16).
+                stream = await open_upstream(address, security, timeout_s)
                 self.proxy.metrics.upstream_connects.labels("ok").inc()
                 return stream
-            except (OSError, trio.TooSlowError) as error:
+            except UpstreamUnavailable as error:
                 self.proxy.metrics.upstream_connects.labels("failed").inc()
-                errors.append(f"{address}: {error or 'timed out'}")
+                errors.append(str(error))
         raise CloseConnection("upstream unreachable (" + "; ".join(errors) + ")", "upstream")
 
     # -- requests --------------------------------------------------------------------------
 
     async def _pump_requests(
-        self, upstream: trio.SocketStream, slots: trio.MemorySendChannel[_Slot]
+        self, upstream: trio.abc.Stream, slots: trio.MemorySendChannel[_Slot]
     ) -> None:
         """Read, check, pay for and forward requests until the client closes.
 
@@ -316,7 +319,7 @@ class ClientConnection:
         return self._fetching.plan(self.node_id, request, version)
 
     async def _start_fetch(
-        self, upstream: trio.SocketStream, slots: trio.MemorySendChannel[_Slot], slot: _Slot
+        self, upstream: trio.abc.Stream, slots: trio.MemorySendChannel[_Slot], slot: _Slot
     ) -> None:
         """Queue a held fetch's slot; send its immediate upstream fetch if it needs one.
 
@@ -375,7 +378,7 @@ class ClientConnection:
     # -- responses -------------------------------------------------------------------------
 
     async def _pump_responses(
-        self, upstream: trio.SocketStream, slots: trio.MemoryReceiveChannel[_Slot]
+        self, upstream: trio.abc.Stream, slots: trio.MemoryReceiveChannel[_Slot]
     ) -> None:
         reader = FrameReader(upstream)
         # Requests whose answers may come and must be skipped, in request order: acks=0
@@ -575,7 +578,11 @@ async def _read_response(upstream: FrameReader) -> bytearray:
         raise CloseConnection("upstream broker closed the connection", "upstream") from None
 
 
-def _peer_name(stream: trio.SocketStream) -> str:
+def _peer_name(stream: trio.abc.Stream) -> str:
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if not isinstance(stream, trio.SocketStream):
+        return "?"
     try:
         host, port, *_ = stream.socket.getpeername()
     except OSError:

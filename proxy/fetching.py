@@ -345,7 +345,9 @@ class Fetching:
         address = self._proxy.routing.upstream_of(node_id)
         if address is None or self._nursery is None:
             raise RuntimeError(f"no upstream address known for broker {node_id}")
-        return BrokerChannel(address, self._nursery, self._connect_timeout_s)
+        return BrokerChannel(
+            address, self._nursery, self._connect_timeout_s, self._proxy.upstream_security
+        )
 
     def _refetch_channel(self, node_id: int) -> BrokerChannel:
         """One of the broker's re-fetch channels, in turn: a broker answers a connection in

@@ -5,7 +5,8 @@
 #
 # The body goes straight from the kernel into the one buffer that holds the whole frame (size
 # prefix included) with recv_into, so forwarding a frame needs no join and no re-prefixing: the
-# same bytearray is written out as it came in.
+# same bytearray is written out as it came in. Streams that are not plain sockets (TLS, the
+# SASL wrapper of proxy/secure_upstream.py) go through receive_some and one copy per chunk.
 """Exact-size reads of Kafka frames from a trio stream."""
 
 from __future__ import annotations
@@ -48,7 +49,23 @@ async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes | 
     return b"".join(chunks)
 
 
-async def receive_frame(stream: trio.SocketStream, size_prefix: bytes, size: int) -> bytearray:
+async def _receive_into(stream: trio.abc.ReceiveStream, view: memoryview) -> int:
+    """Receive at most ``len(view)`` bytes into ``view``; 0 at end of stream.
+
+    Cancel-safe like the stream's own receive: nothing is taken unless it is returned.
+    """
+    if isinstance(stream, trio.SocketStream):
+        try:
+            received: int = await stream.socket.recv_into(view)
+        except OSError as error:  # the stream would translate this; we read its socket directly
+            raise trio.BrokenResourceError(f"socket failed: {error}") from error
+        return received
+    chunk = await stream.receive_some(len(view))
+    view[: len(chunk)] = chunk
+    return len(chunk)
+
+
+async def receive_frame(stream: trio.abc.ReceiveStream, size_prefix: bytes, size: int) -> bytearray:
     """Read a ``size``-byte body into a new buffer that starts with its ``size_prefix``.
 
     Returns the whole frame (prefix + body), ready to be written on unchanged.
@@ -62,15 +79,11 @@ async def receive_frame(stream: trio.SocketStream, size_prefix: bytes, size: int
     view = memoryview(frame)
     have = _SIZE_BYTES
     end = _SIZE_BYTES + size
-    sock = stream.socket
-    try:
-        while have < end:
-            received = await sock.recv_into(view[have:])
-            if not received:
-                raise PeerClosed(have - _SIZE_BYTES)
-            have += received
-    except OSError as error:  # the stream would translate this; we read its socket directly
-        raise trio.BrokenResourceError(f"socket failed: {error}") from error
+    while have < end:
+        received = await _receive_into(stream, view[have:])
+        if not received:
+            raise PeerClosed(have - _SIZE_BYTES)
+        have += received
     return frame
 
 
@@ -85,7 +98,7 @@ class FrameReader:
 
     __slots__ = ("_frame", "_have", "_prefix", "_stream")
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
         self._stream = stream
         self._prefix = bytearray()
         self._frame: bytearray | None = None
@@ -112,14 +125,10 @@ class FrameReader:
             prefix.clear()
         view = memoryview(frame)
         end = len(frame)
-        sock = self._stream.socket
-        try:
-            while self._have < end:
-                received = await sock.recv_into(view[self._have :])
-                if not received:
-                    raise PeerClosed(self._have - _SIZE_BYTES)
-                self._have += received
-        except OSError as error:
-            raise trio.BrokenResourceError(f"socket failed: {error}") from error
+        while self._have < end:
+            received = await _receive_into(self._stream, view[self._have :])
+            if not received:
+                raise PeerClosed(self._have - _SIZE_BYTES)
+            self._have += received
         self._frame = None
         return frame

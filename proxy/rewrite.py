@@ -10,6 +10,8 @@
 #   - Metadata, FindCoordinator, DescribeCluster, and the KIP-951 node_endpoints of Produce and
 #     Fetch responses: every broker address is replaced by the proxy's address for that node.
 #   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
+#   - SaslHandshake / SaslAuthenticate from clients: refused locally and not advertised
+#     (client_auth = "none"; proxy/client_sasl.py).
 #
 # A response is re-encoded only when something in it changed; otherwise its bytes pass through.
 """What to do with each request, and the rewriting of responses that name brokers."""
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
+from proxy.client_sasl import CLIENT_SASL_APIS, refuse_client_sasl
 from proxy.partition_state import TopicNames
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
@@ -139,6 +142,8 @@ def plan_request(
     )
     if (rewrite or api_key in REQUEST_CLASSES) and not can_decode(api_key, version):
         raise UnsupportedVersion(f"{spec.name} v{version} is not supported by the proxy")
+    if api_key in CLIENT_SASL_APIS:  # client_auth = none: refused, never forwarded
+        return LocalAnswer(header.correlation_id, refuse_client_sasl(header))
     expects_response = True
     produced = None
     if api_key == ApiKey.PRODUCE:
@@ -172,8 +177,8 @@ def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:
     kept: list[ApiVersion] = []
     for entry in message.api_keys:
         spec = API_BY_KEY.get(entry.api_key)
-        if spec is None:
-            continue  # we would close connections that use it: do not advertise it
+        if spec is None or entry.api_key in CLIENT_SASL_APIS:
+            continue  # we would close (or refuse) connections that use it: do not advertise it
         if spec.decodable:
             entry.min_version = max(entry.min_version, spec.min_version)
             entry.max_version = min(entry.max_version, spec.max_version)

@@ -23,7 +23,9 @@ import contextlib
 import errno
 import itertools
 import logging
+import signal
 import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -41,6 +43,8 @@ from proxy.partition_state import TopicNames
 from proxy.readiness import Readiness
 from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
+from proxy.secure_upstream import SaslAuthenticationFailed, UpstreamSecurity
+from proxy.tls import ServerTls, TlsHandshakeFailed
 from proxy.upstream import fetch_cluster_metadata
 
 __all__ = ["Proxy", "serve"]
@@ -74,6 +78,9 @@ class Proxy:
         self.readiness.block("listeners", "listeners not bound yet")
         self.readiness.block("metadata", "waiting for upstream metadata")
         self.upstream_bootstrap = upstream_bootstrap
+        # TLS and SASL of every upstream connection, TLS of the listeners (issue 16).
+        self.upstream_security = UpstreamSecurity.from_config(config.upstream)
+        self.server_tls = _server_tls(config)
         self.pool = MemoryPool(
             config.memory.limit,
             int(config.memory.socket_request_max_bytes),
@@ -174,11 +181,33 @@ class Proxy:
                 if failing:
                     log.info("accepting connections again")
                     failing = False
-                connection = ClientConnection(self, stream, node_id, next(self._connection_ids))
                 self.metrics.connections_accepted.labels(
                     "bootstrap" if node_id is None else "broker"
                 ).inc()
+                if self.server_tls is not None:
+                    self._handlers.start_soon(self._serve_tls, stream, node_id)
+                    continue
+                connection = ClientConnection(self, stream, node_id, next(self._connection_ids))
                 self._handlers.start_soon(connection.run)
+
+    async def _serve_tls(self, stream: trio.SocketStream, node_id: int | None) -> None:
+        """TLS handshake (within connections.frame_timeout_ms), then serve the connection.
+
+        Error handling: a failed or stalled handshake closes this connection with one log line.
+        """
+        from proxy.client import ClientConnection
+
+        assert self.server_tls is not None
+        timeout_s = self.config.connections.frame_timeout_ms / 1000
+        try:
+            secured = await self.server_tls.accept(stream, timeout_s)
+        except TlsHandshakeFailed as error:
+            peer = _peer(stream)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            log.warning("closed client connection from %s: %s", peer, error)
+            return
+        await ClientConnection(self, secured, node_id, next(self._connection_ids)).run()
 
     async def serve_bootstrap(self, *, task_status: trio.TaskStatus[Address]) -> None:
         host, port = parse_host_port(self.config.proxy.listen)
@@ -200,9 +229,13 @@ class Proxy:
         while True:
             try:
                 brokers = await fetch_cluster_metadata(
-                    self.upstream_bootstrap, self.config.upstream.connect_timeout_ms / 1000
+                    self.upstream_bootstrap,
+                    self.config.upstream.connect_timeout_ms / 1000,
+                    self.upstream_security,
                 )
             except UpstreamUnavailable as error:
+                if isinstance(error, SaslAuthenticationFailed):  # never holds the secret
+                    self.readiness.block("upstream_auth", f"cannot authenticate upstream: {error}")
                 self.metrics.metadata_refreshes.labels("failed").inc()
                 if not failing:
                     log.warning("cannot fetch upstream metadata (will retry): %s", error)
@@ -215,6 +248,7 @@ class Proxy:
             failing, backoff_s = False, 0.1
             self.metrics.metadata_refreshes.labels("ok").inc()
             self.learn_brokers(brokers)
+            self.readiness.clear("upstream_auth")
             self.readiness.clear("metadata")
             await trio.sleep(self.config.upstream.metadata_refresh_ms / 1000)
 
@@ -225,6 +259,30 @@ class Proxy:
             return [known] if known else []
         known_nodes = [self.routing.upstream_of(node) for node in self.routing.nodes]
         return [*self.upstream_bootstrap, *(a for a in known_nodes if a is not None)]
+
+
+def _server_tls(config: Config) -> ServerTls | None:
+    if not config.proxy.tls.enabled:
+        return None
+    try:
+        return ServerTls(config.proxy.tls)
+    except (OSError, ssl.SSLError) as error:
+        raise StartupError(f"[proxy.tls]: cannot load certificates: {error}") from None
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        host, port, *_ = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    return str(Address(host, port))
+
+
+async def _reload_tls_on_sighup(tls: ServerTls) -> None:
+    """Certificate rotation: each SIGHUP re-reads the listeners' certificate files."""
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            tls.reload()
 
 
 def _bind_listener(host: str, port: int) -> trio.SocketListener:
@@ -289,6 +347,8 @@ async def serve(
                             await services.start(proxy.fetching.run)
                         address: Address = await accepting.start(proxy.serve_bootstrap)
                         accepting.start_soon(proxy.refresh_metadata_forever)
+                        if proxy.server_tls is not None:
+                            accepting.start_soon(_reload_tls_on_sighup, proxy.server_tls)
                         if http is not None:
                             services.start_soon(
                                 serve_http, http, proxy.metrics.registry, proxy.readiness, services

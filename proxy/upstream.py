@@ -1,7 +1,9 @@
 # Strategy: the proxy itself talks to the cluster only to learn its brokers (for the per-broker
 # listeners and readiness). It does so the way a client would: ApiVersions v0 to learn which
 # Metadata version to speak, then one Metadata request for no topics, over a short-lived
-# BrokerChannel (the same request path as the proxy's other own requests). Forwarded client
+# BrokerChannel (the same request path as the proxy's other own requests, TLS and SASL
+# included). A refused authentication is reported as such (SaslAuthenticationFailed), so the
+# server can tell operators why it is not ready. Forwarded client
 # traffic never goes through here; each client connection owns its own upstream connection.
 """The proxy's own requests to the upstream cluster."""
 
@@ -12,6 +14,7 @@ import trio
 from proxy.broker_channel import BrokerChannel
 from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
+from proxy.secure_upstream import SaslAuthenticationFailed, UpstreamSecurity
 from wire.apis import ApiKey
 from wire.errors import WireError
 from wire.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
@@ -33,25 +36,34 @@ async def _brokers_of(channel: BrokerChannel) -> dict[int, Address]:
     return {broker.node_id: Address(broker.host, broker.port) for broker in metadata.brokers}
 
 
-async def fetch_cluster_metadata(bootstrap: list[Address], timeout_s: float) -> dict[int, Address]:
+async def fetch_cluster_metadata(
+    bootstrap: list[Address], timeout_s: float, security: UpstreamSecurity | None = None
+) -> dict[int, Address]:
     """The cluster's brokers (node id -> upstream address), from the first bootstrap that answers.
 
     Raises:
         UpstreamUnavailable: no bootstrap server answered within ``timeout_s`` each; the
             message lists what went wrong with each.
+        SaslAuthenticationFailed: as above, and at least one refused the proxy's credentials.
     """
     problems = []
+    refused = False
     for address in bootstrap:
         async with trio.open_nursery() as nursery:
-            channel = BrokerChannel(address, nursery, timeout_s)
+            channel = BrokerChannel(address, nursery, timeout_s, security)
             try:
                 with trio.fail_after(timeout_s):
                     return await _brokers_of(channel)
             except trio.TooSlowError:
                 problems.append(f"{address}: no answer within {timeout_s:g} s")
             except (WireError, UpstreamUnavailable) as error:
-                problems.append(f"{address}: {error}")
+                refused = refused or isinstance(error, SaslAuthenticationFailed)
+                problems.append(
+                    f"{address}: {error}" if str(address) not in str(error) else str(error)
+                )
             finally:
                 await channel.aclose()
                 nursery.cancel_scope.cancel()
+    if refused:
+        raise SaslAuthenticationFailed("; ".join(problems))
     raise UpstreamUnavailable("; ".join(problems) or "no upstream bootstrap servers configured")

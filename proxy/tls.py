@@ -1,0 +1,115 @@
+# Strategy: TLS is the standard ssl module under trio.SSLStream, set up in two places only:
+# the listeners (server side, ServerTls) and the upstream connections (client side,
+# upstream_context, used by proxy/secure_upstream.py). Both handshakes run eagerly and under a
+# deadline, so a stalled or failed handshake is one typed error with a reason, at the place
+# that accepted or dialled, and never a task left waiting on a peer.
+#
+# Rotation: ServerTls holds the listeners' current SSLContext; reload() builds a new one from
+# the files and swaps it in only if that worked. A connection keeps the context it was
+# accepted with (its SSLStream holds it), so open connections never notice; new handshakes
+# use the new certificate.
+"""TLS contexts for the listeners and the upstream connections, and bounded handshakes."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+import trio
+
+from proxy.security_config import ClientTlsSection, UpstreamTlsSection
+
+__all__ = ["ServerTls", "TlsHandshakeFailed", "handshake_reason", "upstream_context"]
+
+log = logging.getLogger("purgatory_proxy.tls")
+
+
+class TlsHandshakeFailed(Exception):
+    """A TLS handshake failed or did not finish in time; the message says why."""
+
+
+def handshake_reason(error: BaseException) -> str:
+    """A one-line reason for a failed handshake, from trio's error and its ssl cause."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {cause.verify_message}"
+    if isinstance(cause, ssl.SSLError):
+        return cause.reason or str(cause)
+    return str(cause) or type(cause).__name__
+
+
+def upstream_context(tls: UpstreamTlsSection) -> ssl.SSLContext:
+    """The client-side context of every upstream connection.
+
+    Verification is always on (CERT_REQUIRED): ``ca_file`` or the system trust store.
+    ``check_hostname`` may be turned off for clusters whose certificates name other hosts.
+
+    Raises:
+        OSError, ssl.SSLError: a file is missing or not PEM (the message names the file).
+    """
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file or None)
+    context.check_hostname = tls.check_hostname
+    if tls.cert_file:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    return context
+
+
+def _server_context(tls: ClientTlsSection) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tls.cert_file, tls.key_file)
+    if tls.client_ca_file:
+        context.load_verify_locations(tls.client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+class ServerTls:
+    """The listeners' TLS: the current context, reloaded from the same files on demand.
+
+    Task-safety: used from trio tasks only; swapping the context is one assignment.
+    """
+
+    def __init__(self, tls: ClientTlsSection) -> None:
+        self._tls = tls
+        self.context = _server_context(tls)
+        self.reloads = 0
+
+    def __repr__(self) -> str:
+        mode = "mutual TLS" if self._tls.client_ca_file else "TLS"
+        return f"<ServerTls {mode} {self._tls.cert_file}, reloaded {self.reloads}x>"
+
+    def reload(self) -> bool:
+        """Re-read the certificate, key and client CA; keep the old context if that fails.
+
+        Returns whether the new files are in use. Failures are logged (file names only).
+        """
+        try:
+            context = _server_context(self._tls)
+        except (OSError, ssl.SSLError) as error:
+            log.error("TLS certificates not reloaded, keeping the previous ones: %s", error)
+            return False
+        self.context = context
+        self.reloads += 1
+        log.info("TLS certificates reloaded from %s", self._tls.cert_file)
+        return True
+
+    async def accept(
+        self, stream: trio.SocketStream, timeout_s: float
+    ) -> trio.SSLStream[trio.SocketStream]:
+        """Wrap an accepted connection and finish the handshake within ``timeout_s``.
+
+        Raises:
+            TlsHandshakeFailed: the client is not speaking TLS, presented no or a bad
+                certificate (mutual TLS), or stalled; the stream is not closed here.
+        """
+        ssl_stream = trio.SSLStream(stream, self.context, server_side=True)
+        try:
+            with trio.fail_after(timeout_s):
+                await ssl_stream.do_handshake()
+        except trio.TooSlowError:
+            raise TlsHandshakeFailed(
+                f"TLS handshake not complete within {timeout_s:g} s (connections.frame_timeout_ms)"
+            ) from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+            raise TlsHandshakeFailed(f"TLS handshake failed: {handshake_reason(error)}") from error
+        return ssl_stream
