@@ -475,6 +475,15 @@ def test_gateway_mode_advertises_its_service(tmp_path: Path) -> None:
     exposed = {p["port"] for p in service["spec"]["ports"]}
     assert set(config.proxy.broker_ports.values()) <= exposed
     assert config.proxy.broker_ports == {1: 9093, 2: 9094, 3: 9095}
+    # The SASL password file and the CA come from a Secret mounted where the config says.
+    proxy = proxy_container(pod_spec(objects))
+    mounts = {m["name"]: m["mountPath"] for m in proxy["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod_spec(objects)["volumes"]}
+    assert volumes["kafka-credentials"]["secret"]["secretName"] == "kafka-proxy-credentials"
+    credentials = Path(mounts["kafka-credentials"])
+    assert Path(config.upstream.sasl.password_file).parent == credentials
+    assert Path(config.upstream.tls.ca_file).parent == credentials
+    assert "password" not in tomllib.loads(_toml(objects))["upstream"]["sasl"]
 
 
 def test_gateway_disruption_budget_and_spread() -> None:
