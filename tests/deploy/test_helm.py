@@ -412,6 +412,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "log": {
         "level": "DEBUG",
+        "format": "json",
         "requests_max_bytes": "10MiB",
         "requests_backups": 2,
         "requests_queue_lines": 99,
