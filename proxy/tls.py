@@ -102,7 +102,8 @@ class ServerTls:
             TlsHandshakeFailed: the client is not speaking TLS, presented no or a bad
                 certificate (mutual TLS), or stalled; the stream is not closed here.
         """
-        ssl_stream = trio.SSLStream(stream, self.context, server_side=True)
+        # https_compatible: a client that closes without close_notify has simply closed.
+        ssl_stream = trio.SSLStream(stream, self.context, server_side=True, https_compatible=True)
         try:
             with trio.fail_after(timeout_s):
                 await ssl_stream.do_handshake()
