@@ -108,27 +108,31 @@ def _throughput(rows: Rows, window_s: int) -> Figure:
     data = series.throughput(rows, window_s)
     times = _times(data.starts)
     marker = "o" if len(times) <= 60 else None
+    partial = np.array(data.partial, dtype=bool)
     for name, values in data.series.items():
         highlighted = name in series.HIGHLIGHTED
         label = name if highlighted else f"{name} ({len(data.others)}, summed)"
+        colour = API_COLOURS[name]
         axes.plot(
-            times, values, color=API_COLOURS[name], linewidth=2.0 if highlighted else 1.0,
+            times, values, color=colour, linewidth=2.0 if highlighted else 1.0,
             alpha=1.0 if highlighted else 0.7, marker=marker, markersize=3, label=label,
             zorder=3 if highlighted else 2,
+        )  # fmt: skip
+        axes.plot(
+            times[partial], np.array(values)[partial], linestyle="none", marker="o",
+            markersize=7, markerfacecolor="white", markeredgecolor=colour, zorder=4,
         )  # fmt: skip
     _time_axis(axes)
     axes.set_ylabel(f"requests / s (per {window_s} s window)")
     axes.set_title("Throughput: Fetch and Produce, all other APIs summed in grey")
-    if data.partial:
-        note = f"{data.partial} partial edge window(s) not drawn (log covers < half of them)"
+    if partial.any():
+        note = "hollow: window the log covers only in part; rate over the covered part"
         axes.annotate(note, (1, 0), xycoords="axes fraction", xytext=(-4, 4),
                       textcoords="offset points", ha="right", va="bottom", fontsize="small",
                       color="0.4")  # fmt: skip
-    if not data.starts:
-        _say(axes, f"the log spans less than half a {window_s} s window: try a smaller --window-s")
-    else:  # headroom above the highest line for the legend
-        top = max(max(values, default=0.0) for values in data.series.values())
-        axes.set_ylim(0, top * 1.3 or 1.0)
+    top = max((max(values) for values in data.series.values()), default=0.0)
+    axes.set_ylim(0, top * 1.3 or 1.0)  # headroom above the highest line for the legend
+    if data.series:
         axes.legend(fontsize="small", loc="upper left", ncols=3)
     return figure
 
@@ -141,7 +145,8 @@ def _memory(rows: Rows, window_s: int) -> Figure:
     axes.set_title("Memory pressure: red bars are the KIP-72 mute at work")
     if not any(muted_ms):
         axes.plot(times, [0.0] * len(times), alpha=0)  # only to span the time axis
-        span = f"{_clock(starts[0], '%Y-%m-%d %H:%M:%S')} to {_clock(starts[-1], '%H:%M:%S')} UTC"
+        end = starts[-1] + window_s
+        span = f"{_clock(starts[0], '%Y-%m-%d %H:%M:%S')} to {_clock(end, '%H:%M:%S')} UTC"
         _say(axes, f"no muting in this window ({span}):\nevery request got pool memory at once")
         _time_axis(axes)
         return figure

@@ -147,7 +147,7 @@ def _read_result(read: dict[str, Any]) -> str:
 
 def _empty_message(logs: str, malformed: int) -> str:
     if malformed:
-        return f"no request-log record in {logs}: all {malformed} lines are malformed"
+        return f"no request-log record in {logs}, only {malformed:,} malformed line(s)"
     return f"no request-log lines in {logs}: the log is empty"
 
 

@@ -49,29 +49,29 @@ def per_window(rows: Rows, key: str, starts: list[int], empty: float | None) -> 
 class Throughput:
     """Requests/s per window: one series per highlighted API, one for all the others.
 
-    ``partial``: edge windows left out because the log covers less than half of them (their
-    rate, over a sliver of time, would be noise); they stay in the Parquet table.
+    ``partial``: per window, whether the log covers only part of it (the first and last
+    windows, usually); their rates are over the covered part, and the plot marks them.
     """
 
     starts: list[int]
     series: dict[str, list[float]]
     others: list[str]
-    partial: int
+    partial: list[bool]
 
 
 def throughput(rows: Rows, window_s: int) -> Throughput:
     """Zero-filled requests/s of Fetch, Produce and the other APIs summed, per window."""
-    kept = [row for row in rows if row["covered_s"] >= window_s / 2]
-    partial = len({row["window_start"] for row in rows} - {row["window_start"] for row in kept})
-    starts = window_starts(kept, window_s)
+    starts = window_starts(rows, window_s)
     index = {start: i for i, start in enumerate(starts)}
-    apis = {row["api"] for row in kept}
+    apis = {row["api"] for row in rows}
     others = sorted(apis - set(HIGHLIGHTED))
     names = [api for api in HIGHLIGHTED if api in apis] + ([OTHER_APIS] if others else [])
     series = {name: [0.0] * len(starts) for name in names}
-    for row in kept:
+    partial = [False] * len(starts)
+    for row in rows:
         name = row["api"] if row["api"] in HIGHLIGHTED else OTHER_APIS
         series[name][index[row["window_start"]]] += row["requests_per_s"]
+        partial[index[row["window_start"]]] |= row["covered_s"] < window_s
     return Throughput(starts, series, others, partial)
 
 

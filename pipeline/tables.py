@@ -46,8 +46,9 @@ __all__ = [
     "with_window",
 ]
 
-#: percentile_approx accuracy: relative rank error 1/ACCURACY.
-ACCURACY = 10_000
+#: percentile_approx accuracy: relative rank error 1/ACCURACY (a p99 lies between the true p98.9
+#: and p99.1). 10,000 cost twice the sketch time per row for no difference an operator can use.
+ACCURACY = 1_000
 PERCENTILES = (0.5, 0.95, 0.99)
 #: Width of the held-time histogram's buckets.
 HELD_BUCKET_MS = 50
@@ -162,8 +163,8 @@ def throughput(log: DataFrame, window_s: int, first_ts: float, last_ts: float) -
 
     ``covered_s`` is the part of the window inside the log's time range [first_ts, last_ts]:
     ``window_s`` except for the first and last windows, which the log usually covers only in
-    part. Rates divide by it, so a log that ends a second into a window does not show a drop
-    to a tenth of the traffic; they are null for a log that is a single instant.
+    part. Rates divide by it (by at least one second: a rate over a sliver of a second is
+    noise), so a log that ends two seconds into a window does not show a drop to a fifth.
     """
     start = F.col("window_start")
     covered = F.least(start + window_s, F.lit(last_ts)) - F.greatest(start, F.lit(first_ts))
@@ -181,7 +182,7 @@ def throughput(log: DataFrame, window_s: int, first_ts: float, last_ts: float) -
 
 
 def _rate(column: str) -> Column:
-    return F.when(F.col("covered_s") > 0, F.col(column) / F.col("covered_s"))
+    return F.col(column) / F.greatest(F.col("covered_s"), F.lit(1.0))
 
 
 def purgatory_outcomes(log: DataFrame) -> DataFrame:
