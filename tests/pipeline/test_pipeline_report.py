@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import re
 import signal
 import socket
 import struct
@@ -55,6 +56,7 @@ class Run:
     summary: dict[str, Any]
     out: Path
     stdout: str
+    stderr: str
 
 
 def _frame(request: Any, correlation_id: int, client_id: str) -> bytes:
@@ -182,7 +184,7 @@ def run(kafka_broker: Broker, tmp_path_factory: pytest.TempPathFactory) -> Itera
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    yield Run(log, summary, out, done.stdout)
+    yield Run(log, summary, out, done.stdout, done.stderr)
 
 
 def test_the_log_saw_what_the_traffic_did(run: Run) -> None:
@@ -213,6 +215,20 @@ def test_counts_equal_plain_python(run: Run) -> None:
     assert {api: row["errors"] for api, row in summary["apis"].items() if row["errors"]} == dict(
         errors
     )
+    assert summary["malformed_lines"] == 0
+    brokers = collections.Counter(record["broker"] for record in run.log)
+    assert {broker: row["count"] for broker, row in summary["brokers"].items()} == dict(brokers)
+    broker_errors = collections.Counter(r["broker"] for r in run.log if r["outcome"] == "error")
+    assert {b: row["errors"] for b, row in summary["brokers"].items() if row["errors"]} == dict(
+        broker_errors
+    )
+    codes = collections.Counter((r["error_code"], r["api"]) for r in run.log if r["error_code"])
+    assert {(r["error_code"], r["api"]): r["requests"] for r in summary["errors_by_code"]} == dict(
+        codes
+    )
+    times = [record["ts"] for record in run.log]
+    span = summary["time_range"]
+    assert (span["first_ts"], span["last_ts"]) == (min(times), max(times))
     muted = [record for record in run.log if record["muted_ms"] > 0]
     assert summary["muted_requests"] == len(muted) > 0
     assert math.isclose(summary["muted_ms_total"], sum(r["muted_ms"] for r in muted))
@@ -253,12 +269,27 @@ def test_percentiles_are_within_percentile_approx_tolerance(run: Run) -> None:
             assert low <= got <= high, (api, p, got, low, high)
 
 
+def test_progress_lines_and_no_spark_noise(run: Run) -> None:
+    # One numbered line per stage, the reading stage with the line count; by default neither
+    # Spark's console progress bar nor the JVM's log4j output reaches the terminal.
+    stages = re.findall(r"^\[\s*(\d+)/(\d+)\] +[\d.]+ s  (.*)$", run.stderr, re.MULTILINE)
+    numbers = [int(number) for number, _, _ in stages]
+    total = int(stages[0][1])
+    assert sorted(set(numbers)) == list(range(1, total + 1)) and total >= 12
+    assert f": {len(run.log):,} lines" in run.stderr
+    for line in run.stderr.splitlines():
+        assert re.match(r"^\[\s*\d+/\d+\] ", line), line
+
+
 def test_outputs_exist_and_plots_are_images(run: Run) -> None:
     assert f"report written to {run.out} ({len(run.log)} requests)" in run.stdout
     report = (run.out / "report.md").read_text()
     assert f"{run.summary['lines']} requests" in report
-    for name in ("per_api", "per_client", "throughput", "purgatory_outcomes", "held_histogram",
-                 "memory_pressure", "fairness", "top_talkers"):  # fmt: skip
+    assert f"first request: {run.summary['time_range']['first_utc']}" in report
+    assert "## Per broker" in report and "## Errors by code" in report
+    for name in ("per_api", "per_client", "per_broker", "throughput", "purgatory_outcomes",
+                 "held_histogram", "memory_pressure", "fairness", "top_talkers",
+                 "errors_by_code"):  # fmt: skip
         table = run.out / "tables" / name
         assert (table / "_SUCCESS").exists()
         assert list(table.glob("*.parquet"))
