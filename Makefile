@@ -39,6 +39,7 @@ bench: $(FULL_STAMP)
 	$(BIN)/python -m bench.purgatory
 	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench.pipeline
 
 fuzz: $(FULL_STAMP)
 	FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest tests/unit/wire/test_fuzz.py -q
