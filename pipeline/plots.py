@@ -4,9 +4,9 @@
 # matplotlib's Agg backend renders each figure to PNG bytes in memory: the caller writes them
 # through the Hadoop filesystem, so they land next to the tables wherever --out points. Each
 # title says what to look for. Rules that keep a plot from misleading: Fetch and Produce always
-# have the same colours and the other APIs are one faint grey line; every time axis is wall-clock
-# UTC, so a spike can be matched to an incident; "nothing happened" is said in words, not drawn
-# as an axis of zeros.
+# have the same colours (blue, orange: no other plot uses them) and the other APIs are one faint
+# grey line; every time axis is wall-clock UTC, so a spike can be matched to an incident;
+# "nothing happened" is said in words, not drawn as an axis of zeros.
 """PNG plots of the report's tables (matplotlib)."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
 
 from pipeline import series
 from pipeline.tables import HELD_BUCKET_MS
@@ -38,6 +39,8 @@ API_COLOURS = {"Fetch": "tab:blue", "Produce": "tab:orange", series.OTHER_APIS: 
 PLOT_NAMES = ("latency_by_api", "throughput", "memory_pressure", "fairness", "top_talkers",
               "held_time")  # fmt: skip
 _FIGSIZE = (9.0, 4.5)
+#: p50, p95, p99: shades of one hue that no API colour uses.
+_PERCENTILE_COLOURS = ("#bcbddc", "#807dba", "#54278f")
 
 
 def render_all(tables: dict[str, Rows], window_s: int) -> dict[str, bytes]:
@@ -94,7 +97,10 @@ def _latency(rows: Rows) -> Figure:
     width = 0.27
     for offset, key in enumerate(("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")):
         positions = [i + (offset - 1) * width for i in range(len(apis))]
-        axes.bar(positions, [row[key] or 0 for row in rows], width, label=key.split("_")[1])
+        axes.bar(
+            positions, [row[key] or 0 for row in rows], width, label=key.split("_")[1],
+            color=_PERCENTILE_COLOURS[offset],
+        )  # fmt: skip
     axes.set_xticks(range(len(apis)), apis, rotation=30, ha="right")
     axes.set_yscale("log")
     axes.set_ylabel("client-observed latency (ms, log scale)")
@@ -177,7 +183,7 @@ def _fairness(rows: Rows, window_s: int) -> Figure:
     clients.set_ylabel("clients in the window", color="tab:gray")
     clients.set_ylim(0, max((row["clients"] for row in rows), default=1) * 1.2)
     index = _nan(series.per_window(rows, "jain_index", starts, None))
-    axes.plot(times, index, marker="o" if len(times) <= 60 else None, markersize=3)
+    axes.plot(times, index, color="black", marker="o" if len(times) <= 60 else None, markersize=3)
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("Jain's index over per-client bytes")
     axes.set_title("Fairness: 1 = every client moved the same bytes, 1/n = one client did all")
@@ -189,16 +195,16 @@ def _top_talkers(rows: Rows) -> Figure:
     figure, axes = plt.subplots(figsize=_FIGSIZE)
     ordered = list(reversed(rows))
     names = [row["client"] for row in ordered]
-    axes.barh(names, [row["request_bytes"] for row in ordered], label="request bytes")
+    requests = [row["request_bytes"] for row in ordered]
+    axes.barh(names, requests, color="0.3", label="request bytes")
     axes.barh(
-        names,
-        [row["response_bytes"] for row in ordered],
-        left=[row["request_bytes"] for row in ordered],
+        names, [row["response_bytes"] for row in ordered], left=requests, color="0.7",
         label="response bytes",
-    )
-    axes.set_xlabel("bytes")
+    )  # fmt: skip
+    axes.xaxis.set_major_formatter(EngFormatter(unit="B"))
+    axes.set_xlabel("bytes moved (request + response)")
     axes.set_title("Top talkers by bytes moved through the proxy")
-    axes.legend()
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncols=2, fontsize="small")
     return figure
 
 
