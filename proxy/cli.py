@@ -1,6 +1,10 @@
 # Strategy: argparse (stdlib) parses the command line; every flag becomes an override on top of
 # the pydantic configuration, so flags, env vars and the TOML file share one validation path
 # and one error format. The process's lifetime is one trio.run: signals end it cleanly.
+#
+# Exit codes: 0 after an orderly stop (SIGTERM/SIGINT); 1 when the embedded broker exited by
+# itself; 2 when the proxy cannot start as configured. A start-up failure is one line on
+# stderr naming what to change (ConfigError, StartupError), never a traceback.
 """The ``purgatory-proxy`` command line: ``run``, ``dev-broker`` and ``report``."""
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ import argparse
 import logging
 import signal
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +21,10 @@ import trio
 
 from pipeline import command as pipeline_command
 from proxy.config import Config, ConfigError, load_config, parse_host_port
-from proxy.embedded_broker import run_embedded_broker
+from proxy.embedded_broker import EmbeddedBroker, tansu_binary
+from proxy.errors import StartupError
+from proxy.logs import configure_logging
+from proxy.readiness import Readiness
 from proxy.routing import Address
 
 __all__ = ["main"]
@@ -29,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="purgatory-proxy",
         description="Kafka-compatible sidecar proxy with its own purgatory and one bytes limit.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version(_DIST)}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the proxy")
@@ -41,11 +50,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--advertised-host", metavar="HOST", help="host clients are told to use")
     run.add_argument("--memory-limit", metavar="BYTES", help="pool size, e.g. 64MiB; -1 = off")
+    run.add_argument(
+        "--max-request-size", metavar="BYTES", help="largest request accepted, e.g. 1MiB"
+    )
     run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    run.add_argument("--log-format", choices=["text", "json"], help="text (default) or json")
     run.add_argument("--metrics", metavar="HOST:PORT", help="serve /metrics, /healthz, /readyz")
     run.add_argument("--request-log", metavar="PATH", help="JSON-lines log of every request")
 
     broker = commands.add_parser("dev-broker", help="run the embedded Tansu broker alone")
+    broker.add_argument("--log-format", choices=["text", "json"], default="text")
     broker.add_argument("--port", type=int, default=9092, help="loopback port (default 9092)")
 
     report = commands.add_parser(
@@ -55,22 +69,31 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Each flag that overrides a setting: ``(section, key) -> flag``. Errors name the flag.
+_FLAGS = {
+    ("proxy", "listen"): "--listen",
+    ("proxy", "advertised_host"): "--advertised-host",
+    ("upstream", "bootstrap"): "--upstream",
+    ("memory", "limit"): "--memory-limit",
+    ("memory", "socket_request_max_bytes"): "--max-request-size",
+    ("log", "level"): "--log-level",
+    ("log", "format"): "--log-format",
+    ("metrics", "listen"): "--metrics",
+    ("log", "requests"): "--request-log",
+}
+_DIST = "purgatory-proxy"
+
+
 def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Turn the flags that were given into ``{section: {key: value}}`` overrides."""
     overrides: dict[str, dict[str, Any]] = {}
-
-    def put(section: str, key: str, value: Any) -> None:
-        if value is not None:
-            overrides.setdefault(section, {})[key] = value
-
-    put("proxy", "listen", args.listen)
-    put("proxy", "advertised_host", args.advertised_host)
-    if args.upstream is not None:
-        put("upstream", "bootstrap", [part for part in args.upstream.split(",") if part])
-    put("memory", "limit", args.memory_limit)
-    put("log", "level", args.log_level)
-    put("metrics", "listen", args.metrics)
-    put("log", "requests", args.request_log)
+    for (section, key), flag in _FLAGS.items():
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is None:
+            continue
+        if key == "bootstrap":
+            value = [part for part in value.split(",") if part]
+        overrides.setdefault(section, {})[key] = value
     return overrides
 
 
@@ -86,51 +109,76 @@ async def _until_signal(
             return
 
 
-async def _run(config: Config) -> None:
+async def _run(config: Config) -> int:
     from proxy.server import serve  # the server pulls in the codec; keep --help fast
 
+    readiness = Readiness()
     async with trio.open_nursery() as nursery:
         shutdown = trio.CancelScope()
         await nursery.start(_until_signal, shutdown)
         upstream = [Address(*parse_host_port(item)) for item in config.upstream.bootstrap]
+        broker = EmbeddedBroker(readiness, shutdown)
         if not upstream:
-            broker: Address = await nursery.start(run_embedded_broker)
+            address: Address = await nursery.start(broker.run)
             log.info(
                 "no upstream configured: started the embedded Tansu broker on %s "
                 "(memory storage; its data is gone when the proxy stops)",
-                broker,
+                address,
             )
-            upstream = [broker]
-        await serve(config, upstream, shutdown)
+            upstream = [address]
+        await serve(config, upstream, shutdown, readiness=readiness)
         nursery.cancel_scope.cancel()
+    return 1 if broker.exit is not None else 0
 
 
-async def _dev_broker(port: int) -> None:
+async def _dev_broker(port: int) -> int:
     async with trio.open_nursery() as nursery:
         stop = trio.CancelScope()
         await nursery.start(_until_signal, stop)
-        address: Address = await nursery.start(run_embedded_broker, port)
+        broker = EmbeddedBroker(Readiness(), stop)
+        address: Address = await nursery.start(broker.run, port)
         log.info("embedded Tansu broker listening on %s (memory storage)", address)
         with stop:
             await trio.sleep_forever()
         nursery.cancel_scope.cancel()
+    return 1 if broker.exit is not None else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    if args.command == "dev-broker":
-        trio.run(_dev_broker, args.port)
-        return 0
+    configure_logging("INFO", getattr(args, "log_format", None) or "text")
     if args.command == "report":
         return pipeline_command.run(args)
+    failures: list[BaseException] = []
     try:
-        config = load_config(args.config, _overrides(args))
-    except ConfigError as error:
+        return _start(args)
+    except* (ConfigError, StartupError) as group:
+        failures = _leaves(group)
+    for error in failures:
         print(f"purgatory-proxy: {error}", file=sys.stderr)
-        return 2
-    logging.getLogger().setLevel(config.log.level)
-    trio.run(_run, config)
-    return 0
+    return 2
+
+
+def _start(args: argparse.Namespace) -> int:
+    """Run ``run`` or ``dev-broker`` to the end; returns the exit code.
+
+    Raises:
+        ConfigError, StartupError: the proxy cannot start (trio may wrap them in a group).
+    """
+    if args.command == "dev-broker":
+        tansu_binary()  # fail here, in one line, if the broker is not installed
+        return trio.run(_dev_broker, args.port)
+    flag_names = {f"{section}.{key}": flag for (section, key), flag in _FLAGS.items()}
+    config = load_config(args.config, _overrides(args), flag_names)
+    configure_logging(config.log.level, config.log.format)
+    if not config.upstream.bootstrap:
+        tansu_binary()
+    return trio.run(_run, config)
+
+
+def _leaves(group: BaseExceptionGroup[Exception]) -> list[BaseException]:
+    """The errors inside a (possibly nested) exception group, in order; each is printed once."""
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        leaves.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return leaves

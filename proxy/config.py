@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -21,8 +24,10 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -42,7 +47,7 @@ ENV_PREFIX = "PURGATORY_PROXY_"
 
 
 class ConfigError(Exception):
-    """A setting is unknown or invalid; the message names every offending key."""
+    """A setting is unknown or invalid; the one-line message names every offending key."""
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -130,10 +135,21 @@ class MemorySection(_Section):
         # KIP-72 "Configuration Validation": the pool must fit the largest single request.
         if self.limit != -1 and self.limit < self.socket_request_max_bytes:
             raise ValueError(
-                "memory.limit must be -1 or at least memory.socket_request_max_bytes "
-                f"({int(self.socket_request_max_bytes)} bytes)"
+                f"memory.limit ({_bytes(self.limit)}) is below memory.socket_request_max_bytes "
+                f"({_bytes(self.socket_request_max_bytes)}), the largest request the pool must "
+                "hold (Kafka's rule: queued.max.request.bytes >= socket.request.max.bytes): "
+                "raise the limit, or lower the largest request with --max-request-size "
+                f"(memory.socket_request_max_bytes), e.g. --max-request-size {_bytes(self.limit)}"
             )
         return self
+
+
+def _bytes(count: int) -> str:
+    """A byte count as the config accepts it back: 64MiB rather than 67108864."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size and count % size == 0:
+            return f"{count // size}{unit}"
+    return str(count)
 
 
 class ConnectionsSection(_Section):
@@ -180,6 +196,8 @@ class MetricsSection(_Section):
 
 class LogSection(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+    """text: one readable line per event; json: one JSON object per line (for log shippers)."""
     requests: str = ""
     """Request log file (JSON lines, one per client request); empty = no request log."""
     requests_max_bytes: ByteSize = ByteSize(100 * 1024 * 1024)
@@ -221,29 +239,139 @@ class Config(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # CLI flags arrive as init kwargs and win; then env; then the TOML file, if any.
         toml = TomlConfigSettingsSource(settings_cls)
-        return (init_settings, env_settings, toml)
+        return (init_settings, _EnvSource(settings_cls), toml)
 
 
-def _describe(error: ValidationError) -> str:
-    lines = []
+class _EnvSource(EnvSettingsSource):
+    """PURGATORY_PROXY_* variables; list values may be comma-separated as well as JSON.
+
+    Why: ``PURGATORY_PROXY_UPSTREAM__BOOTSTRAP=kafka-1:9092,kafka-2:9092`` is how every other
+    Kafka tool spells a bootstrap list, and pydantic-settings alone accepts only JSON there.
+    """
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)
+        except ValueError:
+            if isinstance(value, str) and get_origin(field.annotation) is list:
+                return [item.strip() for item in value.split(",") if item.strip()]
+            variable = _env_variable_of_key(field_name) or f"the variable for {field_name}"
+            raise ConfigError(
+                f"invalid configuration: {variable}: expected JSON, got {value!r}"
+            ) from None
+
+
+def _env_variable(*path: str) -> str | None:
+    """The PURGATORY_PROXY_* variable set for ``path`` (section, key), case-insensitively."""
+    wanted = (ENV_PREFIX + "__".join(path)).upper()
+    return next((name for name in os.environ if name.upper() == wanted), None)
+
+
+def _env_variable_of_key(key: str) -> str | None:
+    """The PURGATORY_PROXY_*__KEY variable set for a key of any section."""
+    suffix = "__" + key.upper()
+    names = [name.upper() for name in os.environ]
+    return next((n for n in names if n.startswith(ENV_PREFIX) and n.endswith(suffix)), None)
+
+
+def _suggestion(unknown: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(unknown, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _problem(loc: tuple[str | int, ...], message: str, error_type: str) -> str:
+    """One problem as ``key: message``, unknown keys with the nearest valid one."""
+    parts = [str(part) for part in loc]
+    key = ".".join(parts) or "(top level)"
+    if len(parts) == 1 and message.startswith(f"{key}."):
+        return message  # a section's own rule, which names its keys itself
+    if error_type != "extra_forbidden":
+        return f"{key}: {message}"
+    model: type[BaseModel] | None = Config
+    for part in parts[:-1]:  # walk down to the section that holds the unknown key
+        field = model.model_fields.get(part) if model is not None else None
+        annotation = field.annotation if field is not None else None
+        is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        model = annotation if is_model else None  # type: ignore[assignment]
+    prefix = "".join(f"{part}." for part in parts[:-1])
+    choices = [prefix + name for name in model.model_fields] if model is not None else []
+    return f"unknown key {key!r}{_suggestion(key, choices)}"
+
+
+def _source(
+    loc: tuple[str | int, ...],
+    overrides: Mapping[str, Any],
+    flag_names: Mapping[str, str],
+    path: Path | None,
+) -> str:
+    """Where the offending value came from, in the precedence order the loader applies."""
+    parts = [str(part) for part in loc]
+    if len(parts) == 1 and parts[0] in _SECTION_RULE_KEY:  # blame the key the rule is about
+        parts.append(_SECTION_RULE_KEY[parts[0]])
+    dotted = ".".join(parts[:2])
+    if len(parts) >= 2 and parts[1] in overrides.get(parts[0], {}):
+        return f" (from {flag_names.get(dotted, 'the command line')})"
+    variable = _env_variable(*parts[:2]) if parts else None
+    if variable is not None:
+        return f" (from environment variable {variable})"
+    return f" (in {path})" if path is not None else ""
+
+
+#: Sections whose cross-key rule is reported against one key: the one users set to break it.
+_SECTION_RULE_KEY = {"memory": "limit"}
+
+
+def _describe(
+    error: ValidationError,
+    overrides: Mapping[str, Any],
+    flag_names: Mapping[str, str],
+    path: Path | None,
+) -> str:
+    problems = []
     for item in error.errors():
-        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        lines.append(f"{key}: {item['msg']}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
+        message = item["msg"].removeprefix("Value error, ")
+        problem = _problem(tuple(item["loc"]), message, item["type"])
+        problems.append(problem + _source(tuple(item["loc"]), overrides, flag_names, path))
+    return "invalid configuration: " + "; ".join(problems)
 
 
-def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
+def _unknown_env_sections() -> list[str]:
+    """PURGATORY_PROXY_* variables that name no section (pydantic-settings ignores them)."""
+    sections = list(Config.model_fields)
+    problems = []
+    for name in os.environ:
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        section = name[len(ENV_PREFIX) :].split("__", 1)[0].lower()
+        if section not in sections:
+            suggestion = _suggestion(section, sections)
+            problems.append(
+                f"unknown key {section!r}{suggestion} (from environment variable {name})"
+            )
+    return problems
+
+
+def load_config(
+    path: Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    flag_names: Mapping[str, str] | None = None,
+) -> Config:
     """Build the configuration from ``path`` (TOML), the environment and ``overrides``.
 
     Args:
         path: a TOML file, or None for defaults and environment only.
         overrides: nested ``{section: {key: value}}`` from CLI flags; they win over everything.
+        flag_names: ``{"section.key": "--flag"}``, so an error names the flag the user typed.
 
     Raises:
-        ConfigError: naming each unknown or invalid key.
+        ConfigError: in one line, naming each unknown or invalid key and where it came from
+            (flag, environment variable or file); unknown keys with the nearest valid one.
     """
     if path is not None and not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    unknown = _unknown_env_sections()
+    if unknown:
+        raise ConfigError("invalid configuration: " + "; ".join(unknown))
     settings_cls = type(
         "FileConfig",
         (Config,),
@@ -252,7 +380,7 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
     try:
         loaded: Config = settings_cls(**(overrides or {}))
     except ValidationError as error:
-        raise ConfigError(_describe(error)) from None
+        raise ConfigError(_describe(error, overrides or {}, flag_names or {}, path)) from None
     except ValueError as error:  # malformed TOML
         raise ConfigError(f"cannot read {path}: {error}") from None
     return Config.model_validate(loaded.model_dump())

@@ -38,6 +38,23 @@ def handshake_reason(error: BaseException) -> str:
     return str(cause) or type(cause).__name__
 
 
+def _require_readable(section: str, **files: str) -> None:
+    """Raise OSError naming the key and path of the first set file that cannot be read.
+
+    Why: ssl's own errors ("[Errno 2] No such file or directory") do not say which of the
+    three files it was, and the operator needs exactly that.
+    """
+    for key, path in files.items():
+        if not path:
+            continue
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as error:
+            reason = (error.strerror or str(error)).lower()
+            raise OSError(f"{section}.{key} {path}: {reason}") from None
+
+
 def upstream_context(tls: UpstreamTlsSection) -> ssl.SSLContext:
     """The client-side context of every upstream connection.
 
@@ -47,6 +64,9 @@ def upstream_context(tls: UpstreamTlsSection) -> ssl.SSLContext:
     Raises:
         OSError, ssl.SSLError: a file is missing or not PEM (the message names the file).
     """
+    _require_readable(
+        "upstream.tls", ca_file=tls.ca_file, cert_file=tls.cert_file, key_file=tls.key_file
+    )
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file or None)
     context.check_hostname = tls.check_hostname
     if tls.cert_file:
@@ -55,6 +75,12 @@ def upstream_context(tls: UpstreamTlsSection) -> ssl.SSLContext:
 
 
 def _server_context(tls: ClientTlsSection) -> ssl.SSLContext:
+    _require_readable(
+        "proxy.tls",
+        cert_file=tls.cert_file,
+        key_file=tls.key_file,
+        client_ca_file=tls.client_ca_file,
+    )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls.cert_file, tls.key_file)
     if tls.client_ca_file:

@@ -130,3 +130,46 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
 )
 def test_parse_host_port(text: str, expected: tuple[str, int]) -> None:
     assert parse_host_port(text) == expected
+
+
+@pytest.mark.parametrize(
+    "value", ["a:1,b:2", " a:1 , b:2 ", '["a:1", "b:2"]']
+)  # fmt: skip
+def test_env_lists_are_comma_separated_or_json(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("PURGATORY_PROXY_UPSTREAM__BOOTSTRAP", value)
+    assert load_config().upstream.bootstrap == ["a:1", "b:2"]
+
+
+def test_errors_are_one_line_naming_the_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[purgatory]\ntick_mss = 1\n[upstream.tls]\nenabeld = true\n")
+    monkeypatch.setenv("PURGATORY_PROXY_CONNECTIONS__IDLE_TIMEOUT_MS", "soon")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {"proxy": {"listen": "nope"}}, {"proxy.listen": "--listen"})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "proxy.listen: expected HOST:PORT, got 'nope' (from --listen)" in message
+    assert (
+        "connections.idle_timeout_ms: Input should be a valid integer, unable to parse string "
+        "as an integer (from environment variable PURGATORY_PROXY_CONNECTIONS__IDLE_TIMEOUT_MS)"
+    ) in message
+    assert f"unknown key 'purgatory.tick_mss' (did you mean 'purgatory.tick_ms'?) (in {path})" in (
+        message
+    )
+    assert "unknown key 'upstream.tls.enabeld' (did you mean 'upstream.tls.enabled'?)" in message
+
+
+def test_the_pool_must_hold_the_largest_request_and_says_how_to_fix_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"memory": {"limit": "64MiB"}}, {"memory.limit": "--memory-limit"})
+    assert str(caught.value) == (
+        "invalid configuration: memory.limit (64MiB) is below "
+        "memory.socket_request_max_bytes (100MiB), the largest request the pool must hold "
+        "(Kafka's rule: queued.max.request.bytes >= socket.request.max.bytes): raise the "
+        "limit, or lower the largest request with --max-request-size "
+        "(memory.socket_request_max_bytes), e.g. --max-request-size 64MiB (from --memory-limit)"
+    )
+    lowered = load_config(None, {"memory": {"limit": "64MiB", "socket_request_max_bytes": "1MiB"}})
+    assert lowered.memory.limit == 64 * 1024 * 1024
