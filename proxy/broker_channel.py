@@ -159,8 +159,9 @@ class BrokerChannel:
         self._stream = None
         if self._waiters:
             log.warning(
-                "upstream %s: %s; failing %d request(s)", self.address, reason, len(self._waiters)
-            )
+                "upstream %s: %s; failing %d request(s)", self.address, reason, len(self._waiters),
+                extra={"upstream": str(self.address), "reason": reason},
+            )  # fmt: skip
         for waiter in self._waiters.values():
             if not waiter.done.is_set():
                 waiter.error = UpstreamUnavailable(f"{self.address}: {reason}")

@@ -185,7 +185,13 @@ class ClientConnection:
                 kind = "shutdown"
             metrics.connections_closed.labels(kind).inc()
             if self._close_reason:
-                log.warning("closed client connection %s: %s", self, self._close_reason)
+                log.warning(
+                    "closed client connection %s: %s",
+                    self,
+                    self._close_reason,
+                    extra={"connection": self.connection_id, "peer": str(self.peer),
+                           "broker": self.node_id, "reason": self._close_reason},
+                )  # fmt: skip
             else:
                 log.debug("client connection %s ended", self)
 

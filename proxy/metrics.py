@@ -8,10 +8,16 @@
 #     and turned into Prometheus families only when scraped.
 #   - connection and upstream counters: prometheus-client Counters/Gauges (moved once per
 #     connection, not per request).
+#   - process series: prometheus-client's own process_* (resident memory, CPU seconds, open
+#     descriptors) and python_info, plus purgatory_proxy_build_info{version}, so a dashboard
+#     can tell a leak or a descriptor storm from load, and which build it is looking at.
 #   - state series, computed at scrape time by a custom collector: the KIP-72 pool sensors
 #     (MemoryPool.statistics()), the request log's queue and drops, and the purgatory's
 #     counters. Reading them when Prometheus asks costs nothing while nobody asks, and the hot
 #     path never updates a gauge.
+#
+# No ``_created`` series: they double the counter series for a timestamp nobody graphs, so
+# they are turned off process-wide (prometheus-client's disable_created_metrics).
 #
 # Purgatories: proxy/fetching.py attaches the fetch and produce purgatories with
 # ``attach_purgatory``; ``upstream_fetches_total`` counts what held fetches cost the cluster.
@@ -23,9 +29,18 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator
+from importlib.metadata import version
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -76,8 +91,14 @@ class Metrics:
     """
 
     def __init__(self, pool: MemoryPool) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in the library
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        Info(f"{PREFIX}_build", "The running build.", registry=r).info(
+            {"version": version("purgatory-proxy")}
+        )
         self.connections_accepted = Counter(
             f"{PREFIX}_connections_accepted",
             "Client connections accepted, by listener.",
@@ -293,10 +314,10 @@ class _StateCollector(Collector):
             "memory_pool_limit_bytes", "The pool's limit (-1: disabled).", stats.limit_bytes
         )
         yield _gauge(
-            "memory_pool_avg_depleted_percent",
-            "KIP-72 MemoryPoolAvgDepletedPercent: share of the last "
-            f"{stats.depleted_window_s:g} s the pool was depleted, 0-100.",
-            stats.depleted_percent,
+            "memory_pool_avg_depleted_ratio",
+            "KIP-72 MemoryPoolAvgDepletedPercent as a 0-1 ratio: share of the last "
+            f"{stats.depleted_window_s:g} s the pool was depleted.",
+            stats.depleted_percent / 100,
         )
         yield _counter(
             "memory_pool_depleted_seconds",

@@ -150,7 +150,10 @@ class Proxy:
         listener = _bind_listener(self.listen_host, wanted)
         port: int = listener.socket.getsockname()[1]
         self.routing.assign_port(node_id, port)
-        log.info("broker %d is served at %s:%d", node_id, self.listen_host, port)
+        log.info(
+            "broker %d is served at %s:%d", node_id, self.listen_host, port,
+            extra={"broker": node_id},
+        )  # fmt: skip
         self._accepting.start_soon(self._accept_loop, listener, node_id)
         return port
 
@@ -205,7 +208,10 @@ class Proxy:
             peer = _peer(stream)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
-            log.warning("closed client connection from %s: %s", peer, error)
+            log.warning(
+                "closed client connection from %s: %s", peer, error,
+                extra={"peer": str(peer), "broker": node_id, "reason": str(error)},
+            )  # fmt: skip
             return
         await ClientConnection(self, secured, node_id, next(self._connection_ids)).run()
 
@@ -238,7 +244,10 @@ class Proxy:
                     self.readiness.block("upstream_auth", f"cannot authenticate upstream: {error}")
                 self.metrics.metadata_refreshes.labels("failed").inc()
                 if not failing:
-                    log.warning("cannot fetch upstream metadata (will retry): %s", error)
+                    log.warning(
+                        "cannot fetch upstream metadata (will retry): %s", error,
+                        extra={"reason": str(error)},
+                    )  # fmt: skip
                 failing = True
                 await trio.sleep(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)

@@ -7,6 +7,7 @@ what is asserted is what Prometheus would read.
 from __future__ import annotations
 
 import random
+from importlib.metadata import version
 from pathlib import Path
 
 import trio
@@ -83,7 +84,7 @@ async def test_pool_sensors_are_read_at_scrape_time(mock_clock: trio.testing.Moc
         assert seen[(f"{p}muted_connections", ())] == 1
         assert seen[(f"{p}mutes_total", ())] == 1
         assert seen[(f"{p}depleted_seconds_total", ())] == 5
-        assert seen[(f"{p}avg_depleted_percent", ())] == 50
+        assert seen[(f"{p}avg_depleted_ratio", ())] == 0.5
         lease.release()  # hands 10 bytes to the parked task
     seen = _scrape(metrics)
     assert seen[(f"{p}muted_connections", ())] == 0
@@ -128,3 +129,20 @@ async def test_observer_feeds_metrics_and_log(tmp_path: Path) -> None:
     assert seen[("purgatory_proxy_requests_total", (("api", "Fetch"), ("outcome", "ok")))] == 2
     assert seen[("purgatory_proxy_request_log_queued_lines", ())] == 1
     assert seen[("purgatory_proxy_request_log_dropped_lines_total", ())] == 1
+
+
+async def test_operator_basics_process_series_build_info_and_no_created_series() -> None:
+    metrics = Metrics(MemoryPool(100, 100))
+    metrics.connections_accepted.labels("bootstrap").inc()
+    text = generate_latest(metrics.registry).decode()
+    seen = _scrape(metrics)
+    assert seen[("process_resident_memory_bytes", ())] > 0
+    assert seen[("process_open_fds", ())] > 0
+    assert ("process_cpu_seconds_total", ()) in seen
+    [(labels, value)] = [
+        (labels, value) for (name, labels), value in seen.items()
+        if name == "purgatory_proxy_build_info"
+    ]  # fmt: skip
+    assert value == 1 and dict(labels)["version"] == version("purgatory-proxy")
+    assert "_created" not in text
+    assert seen[("purgatory_proxy_connections_accepted_total", (("listener", "bootstrap"),))] == 1
