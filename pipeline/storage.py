@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from pipeline.errors import ReportError
