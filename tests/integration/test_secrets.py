@@ -1,0 +1,242 @@
+"""Issue 16: the upstream SASL password never reaches any output of the proxy.
+
+A whole session with a known password, given each way the proxy takes it (``password`` in the
+TOML file, ``password_file``, ``PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD``), with everything
+that writes text turned on (DEBUG logging as text and as JSON, the request log, /metrics,
+/readyz), a session whose password the cluster refuses, and start-ups that fail while the
+password is set. Every output is then searched for the password. The cluster is a real Tansu
+behind tests/support/sasl_front.SecureFront (TLS with a client certificate, SCRAM-SHA-256).
+
+Each search is paired with a check that the output is not empty and holds what that session
+must have produced, so a test cannot pass because an output was missing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from tests.support.certs import Pki, make_pki
+from tests.support.processes import Broker, free_port
+from tests.support.proxy_process import ProxyProcess, running_proxy
+from tests.support.sasl_front import SaslPolicy, SecureFront
+
+#: The secret searched for. Long and unlike anything else, so a hit is the password.
+PASSWORD = "Zq7-known-PASSWORD-grep-9Xw"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def front(kafka_broker: Broker, pki: Pki) -> Iterator[SecureFront]:
+    """One TLS + SCRAM front for the module: the password it accepts is PASSWORD."""
+    running = SecureFront(
+        (kafka_broker.host, kafka_broker.port),
+        tls=pki.server_context(require_client_cert=True),
+        sasl=SaslPolicy(password=PASSWORD),
+    )
+    running.start()
+    yield running
+    running.stop()
+
+
+def _tls_env(pki: Pki) -> dict[str, str]:
+    return {
+        "PURGATORY_PROXY_UPSTREAM__TLS__ENABLED": "true",
+        "PURGATORY_PROXY_UPSTREAM__TLS__CA_FILE": str(pki.ca),
+        "PURGATORY_PROXY_UPSTREAM__TLS__CERT_FILE": str(pki.client.cert),
+        "PURGATORY_PROXY_UPSTREAM__TLS__KEY_FILE": str(pki.client.key),
+    }
+
+
+def _password_setup(source: str, password: str, tmp_path: Path) -> tuple[dict[str, str], list[str]]:
+    """Environment and extra arguments that give the proxy ``password`` through ``source``."""
+    env = {
+        "PURGATORY_PROXY_UPSTREAM__SASL__MECHANISM": "SCRAM-SHA-256",
+        "PURGATORY_PROXY_UPSTREAM__SASL__USERNAME": "proxy",
+    }
+    if source == "env":
+        env["PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD"] = password
+        return env, []
+    if source == "password_file":
+        secret = tmp_path / "password"
+        secret.write_text(password + "\n")
+        env["PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD_FILE"] = str(secret)
+        return env, []
+    config = tmp_path / "proxy.toml"
+    config.write_text(f'[upstream.sasl]\npassword = "{password}"\n')
+    return env, ["--config", str(config)]
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _group_round_trip(bootstrap: str) -> None:
+    """Create a topic, produce 5 records, read them back in a group (what an app does)."""
+    topic = f"secret-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    sent = [f"value-{i}".encode() for i in range(5)]
+    for value in sent:
+        producer.send(topic, value).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"group-{topic}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=30_000,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=1000,
+    )
+    received = []
+    for message in consumer:
+        received.append(message.value)
+        if len(received) == len(sent):
+            break
+    consumer.close()
+    assert received == sent
+
+
+def _stopped_log(proxy: ProxyProcess) -> str:
+    """Everything the proxy wrote to stdout and stderr, shutdown lines included."""
+    assert proxy.stop() == 0
+    return proxy.log_text()
+
+
+@pytest.mark.parametrize(
+    ("source", "log_format"),
+    [("env", "json"), ("password_file", "text"), ("toml", "json")],
+)
+def test_a_whole_session_never_shows_the_password(
+    source: str, log_format: str, front: SecureFront, pki: Pki, tmp_path: Path
+) -> None:
+    env, args = _password_setup(source, PASSWORD, tmp_path)
+    metrics_port = free_port()
+    request_log = tmp_path / "requests.jsonl"
+    outputs: dict[str, str] = {}
+    with running_proxy(
+        front.bootstrap,
+        *args,
+        "--log-level",
+        "DEBUG",
+        "--log-format",
+        log_format,
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+        "--request-log",
+        str(request_log),
+        env={**_tls_env(pki), **env},
+    ) as proxy:
+        _group_round_trip(proxy.bootstrap)
+        status, outputs["/readyz"] = _get(metrics_port, "/readyz")
+        assert status == 200
+        status, outputs["/metrics"] = _get(metrics_port, "/metrics")
+        assert status == 200
+        outputs["stdout+stderr"] = _stopped_log(proxy)
+    outputs["request log"] = "".join(
+        path.read_text() for path in sorted(tmp_path.glob("requests.jsonl*"))
+    )
+    # The outputs are real: DEBUG lines, served requests, the round trip's API calls.
+    assert "DEBUG" in outputs["stdout+stderr"] or '"debug"' in outputs["stdout+stderr"].lower()
+    assert "purgatory_proxy" in outputs["/metrics"]
+    assert '"api"' in outputs["request log"] or "Produce" in outputs["request log"]
+    leaks = [name for name, text in outputs.items() if PASSWORD in text]
+    assert leaks == []
+
+
+def test_a_refused_password_is_not_shown_either(
+    front: SecureFront, pki: Pki, tmp_path: Path
+) -> None:
+    """The cluster refuses the password: /readyz, the log and the closed clients' lines say
+    why, naming mechanism and user, never the password tried."""
+    wrong = PASSWORD + "-wrong"
+    env, args = _password_setup("env", wrong, tmp_path)
+    metrics_port = free_port()
+    with running_proxy(
+        front.bootstrap,
+        *args,
+        "--log-level",
+        "DEBUG",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+        env={**_tls_env(pki), **env},
+    ) as proxy:
+        proxy.wait_for_log("cannot fetch upstream metadata", timeout_s=20)
+        deadline = time.monotonic() + 10
+        status, readyz = _get(metrics_port, "/readyz")
+        while "authenticate" not in readyz and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status, readyz = _get(metrics_port, "/readyz")
+        assert status == 503
+        _, metrics = _get(metrics_port, "/metrics")
+        log = _stopped_log(proxy)
+    assert "SCRAM-SHA-256" in readyz
+    assert "'proxy'" in readyz
+    for text in (readyz, metrics, log):
+        assert wrong not in text
+        assert PASSWORD not in text
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "toml", "words"),
+    [
+        # A section-level check fails while the password is set: the error shows the section.
+        ({"PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD_FILE": "/nonexistent"}, "", "exactly one"),
+        ({"PURGATORY_PROXY_UPSTREAM__SASL__MECHANISM": "GSSAPI"}, "", "mechanism"),
+        ({"PURGATORY_PROXY_UPSTREAM__SASL__PASSWORT": "x"}, "", "passwort"),
+        ({}, '[upstream.sasl]\npassword = "{password}"\nusername = 7\n', "username"),
+        ({}, '[upstream.sasl]\npassword = "{password}"\nusername = "u"\nbogus = 1\n', "bogus"),
+        ({}, '[upstream.sasl]\npassword = ["{password}"]\n', "password"),
+        ({}, 'upstream.sasl.password = "{password}"\n[[broken toml', "cannot read"),
+    ],
+)
+def test_failing_starts_do_not_show_the_password(
+    extra_env: dict[str, str], toml: str, words: str, tmp_path: Path
+) -> None:
+    env = {
+        "PURGATORY_PROXY_UPSTREAM__SASL__MECHANISM": "SCRAM-SHA-256",
+        "PURGATORY_PROXY_UPSTREAM__SASL__USERNAME": "proxy",
+        "PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD": PASSWORD,
+        **extra_env,
+    }
+    args = ["--upstream", "127.0.0.1:1", "--listen", "127.0.0.1:0", "--log-level", "DEBUG"]
+    if toml:
+        config = tmp_path / "proxy.toml"
+        config.write_text(toml.replace("{password}", PASSWORD))
+        args += ["--config", str(config)]
+        del env["PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD"]
+        del env["PURGATORY_PROXY_UPSTREAM__SASL__USERNAME"]  # the environment beats the file
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy", "run", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert words in done.stderr.lower()
+    assert PASSWORD not in done.stdout + done.stderr
