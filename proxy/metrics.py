@@ -143,6 +143,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.tls_handshake_failures = Counter(
+            f"{PREFIX}_tls_handshake_failures",
+            "Client TLS handshakes that failed (proxy.tls.ServerTls), by listener and reason "
+            "class: timeout, not_tls, client_certificate, closed, other.",
+            ["listener", "reason"],
+            registry=r,
+        )
         self._state = _StateCollector(pool)
         r.register(self._state)
         self._apis: dict[str, _ApiSeries] = {}

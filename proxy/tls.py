@@ -14,12 +14,19 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Callable
 
 import trio
 
 from proxy.security_config import ClientTlsSection, UpstreamTlsSection
 
-__all__ = ["ServerTls", "TlsHandshakeFailed", "handshake_reason", "upstream_context"]
+__all__ = [
+    "ServerTls",
+    "TlsHandshakeFailed",
+    "handshake_reason",
+    "reason_class",
+    "upstream_context",
+]
 
 log = logging.getLogger("purgatory_proxy.tls")
 
@@ -36,6 +43,42 @@ def handshake_reason(error: BaseException) -> str:
     if isinstance(cause, ssl.SSLError):
         return cause.reason or str(cause)
     return str(cause) or type(cause).__name__
+
+
+#: ssl reasons of a peer that is not speaking TLS at all (plaintext Kafka, HTTP, garbage).
+_NOT_TLS = frozenset(
+    {"WRONG_VERSION_NUMBER", "HTTP_REQUEST", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"}
+)
+#: ssl reasons of a client certificate that mutual TLS refused.
+_CLIENT_CERTIFICATE = frozenset(
+    {
+        "PEER_DID_NOT_RETURN_A_CERTIFICATE",
+        "CERTIFICATE_VERIFY_FAILED",
+        "UNSUPPORTED_CERTIFICATE_PURPOSE",
+    }
+)
+
+
+def reason_class(error: BaseException | None) -> str:
+    """A small fixed set of label values for a failed listener handshake (for the metric).
+
+    Why a class and not the reason itself: OpenSSL has hundreds of reason strings and a label
+    must have few values. ``None`` means the handshake timed out.
+    """
+    if error is None:
+        return "timeout"
+    cause = error.__cause__ if error.__cause__ is not None else error
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return "client_certificate"
+    if isinstance(cause, ssl.SSLError):
+        if cause.reason in _NOT_TLS:
+            return "not_tls"
+        if cause.reason in _CLIENT_CERTIFICATE:
+            return "client_certificate"
+        if isinstance(cause, ssl.SSLEOFError):
+            return "closed"
+        return "other"
+    return "closed"
 
 
 def _require_readable(section: str, **files: str) -> None:
@@ -95,10 +138,16 @@ class ServerTls:
     Task-safety: used from trio tasks only; swapping the context is one assignment.
     """
 
-    def __init__(self, tls: ClientTlsSection) -> None:
+    def __init__(
+        self, tls: ClientTlsSection, on_failure: Callable[[str, str], None] | None = None
+    ) -> None:
         self._tls = tls
         self.context = _server_context(tls)
         self.reloads = 0
+        #: Called with (listener, reason class) for every failed handshake, e.g.
+        #: ``lambda listener, reason: metrics.tls_handshake_failures.labels(listener,
+        #: reason).inc()``; set after construction by whoever owns the metrics.
+        self.on_failure = on_failure
 
     def __repr__(self) -> str:
         mode = "mutual TLS" if self._tls.client_ca_file else "TLS"
@@ -120,9 +169,11 @@ class ServerTls:
         return True
 
     async def accept(
-        self, stream: trio.SocketStream, timeout_s: float
+        self, stream: trio.SocketStream, timeout_s: float, listener: str = "client"
     ) -> trio.SSLStream[trio.SocketStream]:
         """Wrap an accepted connection and finish the handshake within ``timeout_s``.
+
+        ``listener`` names the port for ``on_failure`` ("bootstrap", "broker 1", ...).
 
         Raises:
             TlsHandshakeFailed: the client is not speaking TLS, presented no or a bad
@@ -134,9 +185,15 @@ class ServerTls:
             with trio.fail_after(timeout_s):
                 await ssl_stream.do_handshake()
         except trio.TooSlowError:
+            self._failed(listener, None)
             raise TlsHandshakeFailed(
                 f"TLS handshake not complete within {timeout_s:g} s (connections.frame_timeout_ms)"
             ) from None
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+            self._failed(listener, error)
             raise TlsHandshakeFailed(f"TLS handshake failed: {handshake_reason(error)}") from error
         return ssl_stream
+
+    def _failed(self, listener: str, error: BaseException | None) -> None:
+        if self.on_failure is not None:
+            self.on_failure(listener, reason_class(error))

@@ -36,6 +36,9 @@ class Pki:
     wrong_host: CertFiles  # names only elsewhere.example, signed by ca
     other_ca: Path  # a CA that signed nothing here
     untrusted: CertFiles  # 127.0.0.1, signed by other_ca
+    rotated: CertFiles  # like server (127.0.0.1, localhost, signed by ca), another key and serial
+    expired_client: CertFiles  # client auth, signed by ca, expired yesterday
+    untrusted_client: CertFiles  # client auth, signed by other_ca
 
     def server_context(self, *, require_client_cert: bool = False) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -163,4 +166,7 @@ def make_pki(directory: Path) -> Pki:
         wrong_host=_leaf(directory, "wrong-host", ca, hosts=["elsewhere.example"]),
         other_ca=other[2],
         untrusted=_leaf(directory, "untrusted", other, hosts=local),
+        rotated=_leaf(directory, "rotated-server", ca, hosts=local),
+        expired_client=_leaf(directory, "expired-client", ca, hosts=[], client=True, expired=True),
+        untrusted_client=_leaf(directory, "untrusted-client", other, hosts=[], client=True),
     )
