@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 import trio
 
+from proxy.dialer import Dialer, UpstreamDialer
 from proxy.errors import UpstreamUnavailable
 from proxy.framed import PeerClosed, receive_exactly
 from proxy.routing import Address
-from proxy.secure_upstream import UpstreamSecurity, keep_authenticated, open_upstream
+from proxy.secure_upstream import UpstreamSecurity, keep_authenticated
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
 from wire.framing import frame
@@ -56,19 +57,24 @@ class BrokerChannel:
         nursery: where the reader task of each connection runs (the server's).
         connect_timeout_s: limit for one connection attempt (TLS and SASL included).
         security: TLS and SASL of upstream connections; None = plaintext, no SASL.
+        dialer: how to connect instead (the server's; tests hand a scripted broker's). When
+            given, ``connect_timeout_s`` and ``security`` are the dialer's business.
     """
 
     def __init__(
         self,
         address: Address,
         nursery: trio.Nursery,
-        connect_timeout_s: float,
+        connect_timeout_s: float = 10.0,
         security: UpstreamSecurity | None = None,
+        *,
+        dialer: Dialer | None = None,
     ) -> None:
         self.address = address
         self._nursery = nursery
-        self._connect_timeout_s = connect_timeout_s
-        self._security = security or UpstreamSecurity(None, None)
+        self._dialer: Dialer = dialer or UpstreamDialer(
+            security or UpstreamSecurity(None, None), connect_timeout_s
+        )
         self._stream: trio.abc.Stream | None = None
         self._connecting = trio.Lock()
         self._sending = trio.Lock()
@@ -121,7 +127,7 @@ class BrokerChannel:
         async with self._connecting:
             if self._stream is not None:
                 return self._stream
-            stream = await open_upstream(self.address, self._security, self._connect_timeout_s)
+            stream = await self._dialer.connect(self.address)
             self._stream = stream
             self.connects += 1
             self._nursery.start_soon(self._read_responses, stream)

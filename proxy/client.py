@@ -1,35 +1,36 @@
-# Strategy: one client connection = two tasks in one nursery, sharing a FIFO of response slots.
+# Strategy: one client connection = two thin I/O pumps in one nursery around a sans-I/O
+# Connection (proxy/connection.py), which owns the queue of owed responses and matches upstream
+# answers by correlation id.
 #
 #   request pump:  read size -> check -> allocate from the pool (the KIP-72 mute) -> read body
-#                  -> decide (forward / answer locally / close) -> push a slot -> write upstream
-#                  -> release the memory
-#   response pump: for each slot in order: read the upstream's next response (or take the
-#                  local answer) -> rewrite broker addresses if the API carries any -> write it
-#                  to the client
+#                  -> plan (forward / answer locally / hold / close) -> owe a slot -> write
+#                  upstream -> release the memory
+#   response pump: for each owed slot in order, answer it by its kind (Local, Forwarded,
+#                  HeldProduce, HeldFetch) and write the answer to the client
 #
 # The connection owns its upstream connection to the broker it targets, and Kafka answers the
 # requests of one connection in order, so client order is preserved without re-sequencing and
-# correlation ids pass through unchanged. Produce with acks=0 gets an "unanswered" slot: Kafka
-# sends no response for it and the client expects none, but some brokers (Tansu) answer it
-# anyway, so such an answer is recognised by its correlation id and dropped.
+# correlation ids pass through unchanged. acks=0 produces are owed nothing (Kafka sends no
+# response; an answer Tansu sends anyway is skipped by the Connection).
 #
-# Held requests (issue 6, proxy/fetching.py; off with [fetch] hold = false):
+# Held requests (issue 6, proxy/held.py; off with [fetch] hold = false):
 #   - a Fetch on a broker port is answered by the proxy: the request pump applies it to the
 #     proxy's fetch session and sends a sessionless first look upstream unless the proxy knows
-#     there is nothing new; the response pump reads that answer in turn and lets
-#     Fetching.answer hold the fetch in the purgatory; the response is built by the proxy.
-#   - a Produce with acks=1/all waits for its answer in the produce purgatory, at most its
-#     timeout_ms; then the client gets REQUEST_TIMED_OUT and the late answer is dropped like
-#     an acks=0 answer. Upstream frames are read by a cancel-safe FrameReader for that reason.
+#     there is nothing new; the response pump reads that answer in turn and HeldRequests.answer
+#     holds the fetch in the purgatory and returns the response.
+#   - a Produce with acks=1/all waits for its answer at most its timeout_ms: the response pump
+#     reads the answer under its own cancel scope whose deadline is the produce's, and the
+#     DelayedProduce in the produce purgatory is completed or expired accordingly. On expiry
+#     the client gets REQUEST_TIMED_OUT and the late answer is skipped (Connection.give_up).
+#     Upstream frames are read by a cancel-safe FrameReader for that reason.
 #
-# Any error ends the whole connection (both sides) with one log line that says why; nothing
-# here can affect another connection.
+# Any error ends the whole connection (both sides) with one ConnectionClosed reason, one log
+# line and one metric label; nothing here can affect another connection.
 #
-# Observation: each slot carries its request's timings (arrival, time muted, time written
-# upstream); when the response has been written to the client (or, for acks=0, when the request
-# has been written upstream) one RequestRecord goes to the server's Observer (metrics + request
-# log). That costs a few clock reads per request and a two-byte peek at the response's
-# top-level error code where the schema puts it at a fixed offset (proxy/error_peek.py).
+# Observation: each slot carries its request's timings (Arrival); when the response has been
+# written to the client (or, for acks=0, when the request has been written upstream) one
+# RequestRecord goes to the Observer (metrics + request log): a few clock reads per request and
+# a two-byte peek at the response's top-level error code (proxy/error_peek.py).
 """One client connection: reader (pool) -> upstream -> ordered writer."""
 
 from __future__ import annotations
@@ -39,17 +40,44 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import trio
 
+from proxy.config import Config
+from proxy.connection import (
+    NEED_REQUEST,
+    REQUESTS_DONE,
+    Arrival,
+    Connection,
+    Forwarded,
+    HeldFetch,
+    HeldProduce,
+    Local,
+    Slot,
+    Unanswered,
+)
 from proxy.delayed import DelayedProduce
+from proxy.dialer import Dialer
+from proxy.drain import Drain
 from proxy.error_peek import peek_error_code
-from proxy.errors import UpstreamUnavailable
-from proxy.fetching import FetchTicket
+from proxy.errors import (
+    ClientClosed,
+    ClientProtocolError,
+    ConnectionBroken,
+    ConnectionClosed,
+    FrameTimeout,
+    IdleTimeout,
+    UpstreamFailed,
+    UpstreamUnavailable,
+)
 from proxy.framed import FrameReader, PeerClosed, receive_exactly, receive_frame
+from proxy.held import FetchTicket, HeldRequests
+from proxy.memory import MemoryPool
+from proxy.metrics import Metrics
+from proxy.observer import Observer
 from proxy.request_log import RequestRecord
 from proxy.rewrite import (
+    BrokerDirectory,
     LocalAnswer,
     RequestPlan,
     advertise_node_endpoints,
@@ -57,8 +85,7 @@ from proxy.rewrite import (
     produce_timed_out,
     rewrite_response,
 )
-from proxy.routing import Address
-from proxy.secure_upstream import open_upstream
+from proxy.routing import Address, Routing
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
@@ -74,10 +101,7 @@ from wire.headers import (
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
-if TYPE_CHECKING:
-    from proxy.server import Proxy
-
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "ConnectionServices"]
 
 log = logging.getLogger("purgatory_proxy.client")
 
@@ -89,61 +113,77 @@ _MIN_REQUEST_BYTES = 8
 _MAX_IN_FLIGHT = 1024
 
 
-class CloseConnection(Exception):
-    """End this client connection; the message is the one log line that says why.
+@dataclass(frozen=True, slots=True)
+class ConnectionServices:
+    """What every client connection shares, wired by serve() (or a test harness).
 
-    ``kind`` is the reason's label in the connections-closed metric.
+    Attributes:
+        brokers: the rewriter's view of brokers (advertising returns a port, binds nothing
+            it has to start: proxy/listeners.py).
+        routing: where a connection on a broker's port (or the bootstrap port) goes upstream.
+        bootstrap: the configured upstream bootstrap servers.
+        held: held fetches and produces; None when ``[fetch] hold = false``.
     """
 
-    def __init__(self, message: str, kind: str = "protocol_error") -> None:
-        super().__init__(message)
-        self.kind = kind
+    config: Config
+    pool: MemoryPool
+    metrics: Metrics
+    observer: Observer
+    brokers: BrokerDirectory
+    routing: Routing
+    bootstrap: tuple[Address, ...]
+    dialer: Dialer
+    held: HeldRequests | None
+    drain: Drain
+
+    def upstream_for(self, node_id: int | None) -> list[Address]:
+        """Where a connection on ``node_id``'s port (None: bootstrap) should be forwarded."""
+        routing = self.routing
+        if node_id is not None:
+            known = routing.upstream_of(node_id)
+            return [known] if known else []
+        known_nodes = [routing.upstream_of(node) for node in routing.nodes]
+        return [*self.bootstrap, *(a for a in known_nodes if a is not None)]
 
 
 @dataclass(slots=True)
-class _Slot:
-    """A response the client is owed, in request order, and its request's timings.
+class _HeldAnswer:
+    """The produce whose answer the response pump awaits under its deadline (see
+    ``_pump_responses``); ``frame`` is set when the answer came as the deadline passed."""
 
-    Times are ``trio.current_time()`` seconds except ``ts`` (epoch seconds, for the log).
-    """
-
-    correlation_id: int
-    plan: RequestPlan | None
-    local: bytes | None
-    arrival_s: float
-    ts: float
-    muted_s: float
-    request_bytes: int
-    sent_s: float = 0.0
-    local_api: tuple[int, int] = (0, 0)  # (api key, version) of a locally answered request
-    fetch: FetchTicket | None = None  # a Fetch the proxy answers itself (issue 6)
+    slot: HeldProduce
+    operation: DelayedProduce
+    frame: bytearray | None = None
 
 
 class ClientConnection:
-    """A client's TCP connection and the upstream connection that serves it."""
+    """A client's connection and the upstream connection that serves it."""
 
     def __init__(
-        self, proxy: Proxy, stream: trio.abc.Stream, node_id: int | None, connection_id: int
+        self,
+        services: ConnectionServices,
+        stream: trio.abc.Stream,
+        node_id: int | None,
+        connection_id: int,
     ) -> None:
-        self.proxy = proxy
+        self._services = services
         self.client = stream
         self.node_id = node_id
         self.connection_id = connection_id
         self.peer = _peer_name(stream)
         self.broker = "bootstrap" if node_id is None else str(node_id)
-        self._observer = proxy.observer
+        self._observer = services.observer
+        self._conn = Connection(_MAX_IN_FLIGHT)
+        self._owed_lot = trio.lowlevel.ParkingLot()  # the response pump, waiting for a slot
+        self._room_lot = trio.lowlevel.ParkingLot()  # the request pump, waiting for room
         # Held fetches and produces; fetches only on broker ports (a bootstrap connection may
         # reach any broker, and sessions belong to one).
-        self._fetching = proxy.fetching
-        self._hold_fetches = proxy.fetching is not None and node_id is not None
+        self._held = services.held
+        self._hold_fetches = services.held is not None and node_id is not None
         self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
         self._fetch_turn = trio.Semaphore(1)
-        # The produce whose answer the response pump awaits under a deadline, and the scope
-        # its expiry cancels (see _pump_responses).
-        self._held_produce: _Slot | None = None
-        self._produce_wait = trio.CancelScope()
-        self._close_reason: str | None = None
-        self._close_kind = "client_closed"
+        self._answer_wait = trio.CancelScope()
+        self._held_answer: _HeldAnswer | None = None
 
     def __repr__(self) -> str:
         target = "bootstrap" if self.node_id is None else f"broker {self.node_id}"
@@ -153,117 +193,126 @@ class ClientConnection:
         """Serve the connection until either side closes or misbehaves.
 
         Resource handling: both streams are closed in ``finally``; the pool lease of a request
-        being read is released by the request pump's own ``finally`` (cancellation included).
+        being read is released by the request pump's own ``finally`` (cancellation included),
+        held fetches' leases here, and a produce still held leaves the purgatory here.
         """
         upstream: trio.abc.Stream | None = None
-        metrics = self.proxy.metrics
+        metrics = self._services.metrics
         metrics.connections_open.inc()
+        internal = False
         try:
             upstream = await self._connect_upstream()
             metrics.upstream_open.inc()
-            slots_in, slots_out = trio.open_memory_channel[_Slot](_MAX_IN_FLIGHT)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._guard, nursery, self._pump_responses, upstream, slots_out)
-                await self._guard(nursery, self._pump_requests, upstream, slots_in)
-        except CloseConnection as reason:
-            self._note(str(reason), reason.kind)
+                nursery.start_soon(self._guard, nursery, self._pump_responses, upstream)
+                await self._guard(nursery, self._pump_requests, upstream)
+        except ConnectionClosed as reason:
+            self._conn.note_closed(reason)
         except Exception:
             # A bug of ours, not the client's: it must still end only this connection.
-            self._note("", "internal_error")
+            internal = True
             log.exception("internal error on client connection %s; closing it", self)
         finally:
             for ticket in self._tickets:
                 ticket.release()
+            if self._held_answer is not None:
+                self._held_answer.operation.force_complete()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.client)
                 if upstream is not None:
                     await trio.aclose_forcefully(upstream)
                     metrics.upstream_open.dec()
             metrics.connections_open.dec()
-            kind = self._close_kind
-            if kind == "client_closed" and self.proxy.stopping:
+            self._log_close(internal)
+
+    def _log_close(self, internal: bool) -> None:
+        reason = self._conn.closed_by
+        if internal and reason is None:
+            kind = "internal_error"
+        elif reason is None:
+            kind = "shutdown" if self._services.drain.stopping else "client_closed"
+        else:
+            kind = reason.kind
+            if kind == "client_closed" and self._services.drain.stopping:
                 kind = "shutdown"
-            metrics.connections_closed.labels(kind).inc()
-            if self._close_reason:
-                log.warning(
-                    "closed client connection %s: %s",
-                    self,
-                    self._close_reason,
-                    extra={"connection": self.connection_id, "peer": str(self.peer),
-                           "broker": self.node_id, "reason": self._close_reason},
-                )  # fmt: skip
-            else:
-                log.debug("client connection %s ended", self)
+        self._services.metrics.connections_closed.labels(kind).inc()
+        message = str(reason) if reason is not None else ""
+        if message:
+            log.warning(
+                "closed client connection %s: %s",
+                self,
+                message,
+                extra={"connection": self.connection_id, "peer": str(self.peer),
+                       "broker": self.node_id, "reason": message},
+            )  # fmt: skip
+        else:
+            log.debug("client connection %s ended", self)
 
     async def _guard(
-        self, nursery: trio.Nursery, pump: Callable[..., Awaitable[None]], *args: object
+        self,
+        nursery: trio.Nursery,
+        pump: Callable[[trio.abc.Stream], Awaitable[None]],
+        upstream: trio.abc.Stream,
     ) -> None:
         """Run a pump; turn its expected failures into one close reason for the connection."""
         try:
-            await pump(*args)
-        except CloseConnection as reason:
-            self._note(str(reason), reason.kind)
-            nursery.cancel_scope.cancel()
+            await pump(upstream)
+            return
+        except ConnectionClosed as reason:
+            self._conn.note_closed(reason)
         except WireError as error:
-            self._note(f"protocol error: {error}", "protocol_error")
-            nursery.cancel_scope.cancel()
+            self._conn.note_closed(ClientProtocolError(f"protocol error: {error}"))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
-            self._note(f"connection broke: {error or type(error).__name__}", "broken")
-            nursery.cancel_scope.cancel()
-
-    def _note(self, reason: str, kind: str) -> None:
-        if self._close_reason is None:
-            self._close_reason = reason
-            self._close_kind = kind
+            self._conn.note_closed(
+                ConnectionBroken(f"connection broke: {error or type(error).__name__}")
+            )
+        nursery.cancel_scope.cancel()
 
     async def _connect_upstream(self) -> trio.abc.Stream:
-        candidates = self.proxy.upstream_for(self.node_id)
+        services = self._services
+        candidates = services.upstream_for(self.node_id)
+        connects = services.metrics.upstream_connects
         if not candidates:
-            self.proxy.metrics.upstream_connects.labels("failed").inc()
-            raise CloseConnection(
-                f"no upstream address known for broker {self.node_id}", "upstream"
-            )
-        timeout_s = self.proxy.config.upstream.connect_timeout_ms / 1000
+            connects.labels("failed").inc()
+            raise UpstreamFailed(f"no upstream address known for broker {self.node_id}")
         errors = []
-        security = self.proxy.upstream_security
         for address in candidates:
             try:
                 # TLS and the proxy's own SASL identity when configured (issue 16).
-                stream = await open_upstream(address, security, timeout_s)
-                self.proxy.metrics.upstream_connects.labels("ok").inc()
+                stream = await services.dialer.connect(address)
+                connects.labels("ok").inc()
                 return stream
             except UpstreamUnavailable as error:
-                self.proxy.metrics.upstream_connects.labels("failed").inc()
+                connects.labels("failed").inc()
                 errors.append(str(error))
-        raise CloseConnection("upstream unreachable (" + "; ".join(errors) + ")", "upstream")
+        raise UpstreamFailed("upstream unreachable (" + "; ".join(errors) + ")")
 
     # -- requests --------------------------------------------------------------------------
 
-    async def _pump_requests(
-        self, upstream: trio.abc.Stream, slots: trio.MemorySendChannel[_Slot]
-    ) -> None:
+    async def _pump_requests(self, upstream: trio.abc.Stream) -> None:
         """Read, check, pay for and forward requests until the client closes.
 
         Timeouts use one cancel scope for the whole connection whose deadline moves with the
         phase (idle between frames, frame once its size is read, none while muted or
         forwarding): cheaper than a fresh scope per read, which showed in profiles.
         """
-        connections = self.proxy.config.connections
+        services = self._services
+        connections = services.config.connections
         idle_s = connections.idle_timeout_ms / 1000
         frame_s = connections.frame_timeout_ms / 1000
-        max_frame = int(self.proxy.config.memory.socket_request_max_bytes)
-        pool = self.proxy.pool
+        max_frame = int(services.config.memory.socket_request_max_bytes)
+        pool, brokers, held = services.pool, services.brokers, self._held
         timeout = trio.CancelScope()
         size = 0
-        async with slots:
-            with self.proxy.reading(), timeout:
+        try:
+            with services.drain.reading(), timeout:
                 while True:
                     size = 0  # between frames: the idle timeout applies
                     timeout.deadline = trio.current_time() + idle_s
-                    size_prefix = await self._read_size_prefix()
-                    if size_prefix is None:
+                    prefix = await self._read_size_prefix()
+                    if prefix is None:
                         return
-                    size = _checked_size(size_prefix, max_frame)
+                    size = _checked_size(prefix, max_frame)
                     arrival_s, ts = trio.current_time(), time.time()
                     timeout.deadline = math.inf  # muting is the proxy's doing, not the client's
                     # Muted time is time parked in the pool, not the checkpoint of a free
@@ -274,89 +323,111 @@ class ClientConnection:
                         muted_s = trio.current_time() - arrival_s
                     with lease:
                         timeout.deadline = trio.current_time() + frame_s
-                        frame = await self._read_body(size_prefix, size)
+                        frame = await self._read_body(prefix, size)
                         timeout.deadline = math.inf
                         body = memoryview(frame)[_SIZE_BYTES:]
-                        plan = plan_request(body, self.proxy)
+                        plan = plan_request(body, brokers)
+                        request_bytes = size + _SIZE_BYTES
                         if isinstance(plan, LocalAnswer):
-                            slot = _Slot(plan.correlation_id, None, plan.response,
-                                         arrival_s, ts, muted_s, size + _SIZE_BYTES)  # fmt: skip
-                            slot.local_api = peek_request_header(body)[:2]
+                            api = peek_request_header(body)[:2]
                             del frame, body  # the pool's again: do not keep it alive
-                            await slots.send(slot)
+                            arrival = Arrival(arrival_s, ts, muted_s, request_bytes, arrival_s)
+                            await self._owe(Local(plan.correlation_id, api, plan.response, arrival))
                             continue
-                        slot = _Slot(plan.correlation_id, plan, None,
-                                     arrival_s, ts, muted_s, size + _SIZE_BYTES)  # fmt: skip
-                        slot.fetch = self._fetch_ticket(plan, body)
-                        if slot.fetch is None:
-                            # Set before the slot is queued: the response pump may take it
-                            # (and start a held produce's clock) before send() returns.
-                            slot.sent_s = trio.current_time()
-                            await slots.send(slot)
+                        ticket = self._fetch_ticket(plan, body)
+                        if ticket is None:
+                            # sent_s is set before the slot is owed: the response pump may
+                            # take it (and start a held produce's clock) before we send.
+                            arrival = Arrival(arrival_s, ts, muted_s, request_bytes,
+                                              trio.current_time())  # fmt: skip
+                            slot: Slot | Unanswered
+                            if not plan.expects_response:
+                                slot = Unanswered(plan, arrival)
+                            elif plan.produced is not None and held is not None:
+                                slot = HeldProduce(plan, plan.produced, arrival)
+                            else:
+                                slot = Forwarded(plan, arrival)
+                            await self._owe(slot)
                             await upstream.send_all(frame)
                             # The lease ends with this block: the buffer must not outlive it
                             # (a parked connection would keep its last frame alive).
                             del frame, body
-                            if not plan.expects_response:
+                            if isinstance(slot, Unanswered):
                                 self._report(slot, None, 0, trio.current_time(), "no_response")
                             continue
                         del frame, body
                     # A fetch the proxy answers itself; the request's memory is free again.
-                    await self._start_fetch(upstream, slots, slot)
+                    await self._start_fetch(upstream, plan, ticket, arrival_s, ts, muted_s,
+                                            request_bytes)  # fmt: skip
+        finally:
+            self._conn.end_requests()
+            self._owed_lot.unpark_all()
         if timeout.cancelled_caught:
             if size:  # the frame's size had been read: the client stalled inside it
-                raise CloseConnection(
-                    f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)",
-                    "frame_timeout",
+                raise FrameTimeout(
+                    f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)"
                 )
-            raise CloseConnection(
-                f"idle for {idle_s:g} s (connections.idle_timeout_ms)", "idle_timeout"
-            )
+            raise IdleTimeout(f"idle for {idle_s:g} s (connections.idle_timeout_ms)")
+
+    async def _owe(self, slot: Slot | Unanswered) -> None:
+        """Queue ``slot`` for the response pump, waiting while the client owes too many."""
+        conn = self._conn
+        while not conn.has_room:
+            await self._room_lot.park()
+        conn.owe(slot)
+        self._owed_lot.unpark()
 
     def _fetch_ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
         """A Fetch this connection holds in the proxy (None: forward the request as it is)."""
         if not self._hold_fetches or plan.header.api_key != ApiKey.FETCH:
             return None
-        assert self._fetching is not None and self.node_id is not None
+        assert self._held is not None and self.node_id is not None
         version = plan.header.api_version
         request = decode(FetchRequest, body[plan.body_offset :], version)
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
-        return self._fetching.plan(self.node_id, request, version)
+        return self._held.plan(self.node_id, request, version)
 
     async def _start_fetch(
-        self, upstream: trio.abc.Stream, slots: trio.MemorySendChannel[_Slot], slot: _Slot
+        self,
+        upstream: trio.abc.Stream,
+        plan: RequestPlan,
+        ticket: FetchTicket,
+        arrival_s: float,
+        ts: float,
+        muted_s: float,
+        request_bytes: int,
     ) -> None:
-        """Queue a held fetch's slot; send its immediate upstream fetch if it needs one.
+        """Owe a held fetch's slot; send its immediate upstream fetch if it needs one.
 
         The immediate fetch goes on this connection's own upstream connection, in request
         order, so the response pump reads its answer like any other; its response budget is
         taken from the pool first (KIP-72), which may mute this connection.
         """
-        ticket = slot.fetch
-        assert ticket is not None and slot.plan is not None and self._fetching is not None
+        held = self._held
+        assert held is not None
         # One fetch at a time holds a response budget: a client that pipelines fetches and
         # never reads the answers waits here (TCP back-pressure) instead of draining the pool.
         await self._fetch_turn.acquire()
         self._tickets.add(ticket)
         request_frame = None
         if ticket.ask_upstream:
-            pool = self.proxy.pool
-            budget = self._fetching.response_max_bytes
+            pool = self._services.pool
+            budget = held.response_max_bytes
             lease = pool.try_allocate(budget)
             if lease is None:
                 parked_s = trio.current_time()
                 lease = await pool.allocate(budget)
-                slot.muted_s += trio.current_time() - parked_s
+                muted_s += trio.current_time() - parked_s
             lease.hand_off()  # the response pump releases it
             ticket.lease = lease
-            header = slot.plan.header
+            header = plan.header
             request_frame = framed(
                 encode_request_header(header),
-                encode(self._fetching.immediate_request(ticket), header.api_version),
+                encode(held.immediate_request(ticket), header.api_version),
             )
-        slot.sent_s = trio.current_time()
-        await slots.send(slot)
+        arrival = Arrival(arrival_s, ts, muted_s, request_bytes, trio.current_time())
+        await self._owe(HeldFetch(plan, ticket, arrival))
         if request_frame is not None:
             await upstream.send_all(request_frame)
 
@@ -367,131 +438,158 @@ class ClientConnection:
         except PeerClosed as closed:
             if closed.received == 0:
                 return None
-            raise CloseConnection(
-                "client closed the connection inside a frame size", "client_closed"
-            ) from None
+            raise ClientClosed("client closed the connection inside a frame size") from None
 
-    async def _read_body(self, size_prefix: bytes | bytearray, size: int) -> bytearray:
+    async def _read_body(self, prefix: bytes | bytearray, size: int) -> bytearray:
         """The whole frame, prefix included, read straight into one buffer."""
         try:
-            return await receive_frame(self.client, bytes(size_prefix), size)
+            return await receive_frame(self.client, bytes(prefix), size)
         except PeerClosed as closed:
-            raise CloseConnection(
-                f"client closed the connection after {closed.received} of {size} bytes",
-                "client_closed",
+            raise ClientClosed(
+                f"client closed the connection after {closed.received} of {size} bytes"
             ) from None
 
     # -- responses -------------------------------------------------------------------------
 
-    async def _pump_responses(
-        self, upstream: trio.abc.Stream, slots: trio.MemoryReceiveChannel[_Slot]
-    ) -> None:
-        reader = FrameReader(upstream)
-        # Requests whose answers may come and must be skipped, in request order: acks=0
-        # produces (Kafka sends nothing, Tansu answers) and produces the proxy already answered
-        # REQUEST_TIMED_OUT.
-        unanswered: list[int] = []
-        async with slots:
-            while True:
-                # One cancel scope serves every held produce until one expires: its expiry
-                # cancels the wait for its answer, the only thing awaited while it is held. (A
-                # scope per produce cost ~15 us, more than the rest of holding it.)
-                self._produce_wait = trio.CancelScope()
-                with self._produce_wait:
-                    await self._send_responses(slots, reader, unanswered)
-                    return  # the request side closed the channel; every response was sent
-                slot = self._held_produce
-                assert slot is not None and slot.plan is not None
-                unanswered.append(slot.correlation_id)  # its answer may still come: skip it
-                timed_out = produce_timed_out(slot.plan)
-                await self.client.send_all(timed_out)
-                self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
+    async def _pump_responses(self, upstream: trio.abc.Stream) -> None:
+        """Answer every owed slot in order until the request side has ended.
 
-    async def _send_responses(
-        self, slots: trio.MemoryReceiveChannel[_Slot], reader: FrameReader, unanswered: list[int]
-    ) -> None:
-        """Answer each slot in order; returns when the request side has closed the channel."""
-        async for slot in slots:
-            plan = slot.plan
-            if plan is None:
-                assert slot.local is not None
-                await self.client.send_all(slot.local)
-                self._report(slot, None, len(slot.local), trio.current_time(), "ok")
-                continue
-            if not plan.expects_response:
-                unanswered.append(slot.correlation_id)
-                continue
-            if slot.fetch is not None:
-                await self._answer_fetch(slot, slot.fetch, reader, unanswered)
-                continue
-            if plan.produced is not None and self._fetching is not None:
-                frame = await self._held_produce_answer(slot, plan, reader, unanswered)
-            else:
-                frame = await _next_owed_response(reader, slot.correlation_id, unanswered)
-            received_s = trio.current_time()
-            header = plan.header
-            body = memoryview(frame)[_SIZE_BYTES:]
-            error_code = peek_error_code(header.api_key, header.api_version, body)
-            out: bytes | bytearray = frame
-            if plan.rewrite:
-                rewritten = rewrite_response(plan, body, self.proxy)
-                if rewritten is not body:  # re-encoded: the only case that copies
-                    out = size_prefix(len(rewritten)) + rewritten
-            await self.client.send_all(out)
-            self._report(slot, error_code, len(out), received_s,
-                         "error" if error_code else "ok")  # fmt: skip
-
-    async def _held_produce_answer(
-        self, slot: _Slot, plan: RequestPlan, reader: FrameReader, unanswered: list[int]
-    ) -> bytearray:
-        """The upstream's answer to a produce, held in the produce purgatory meanwhile.
-
-        If its timeout_ms passes first, the DelayedProduce's expiry cancels
-        ``self._produce_wait`` and ``_pump_responses`` answers ``self._held_produce`` with
-        REQUEST_TIMED_OUT. A produce that was answered wakes the fetches held on its
-        partitions.
+        A held produce's answer is awaited under ``self._answer_wait`` with the produce's
+        deadline; one scope serves every produce until one expires (a scope per produce cost
+        ~15 us in profiles, more than the rest of holding it). Leaving the scope — the deadline
+        won, or the answer arrived as it passed — lands here, where the produce is settled and
+        a fresh scope is opened.
         """
-        fetching, produced = self._fetching, plan.produced
-        assert fetching is not None and produced is not None
-        if produced.timeout_ms <= 0:
-            frame = await _next_owed_response(reader, slot.correlation_id, unanswered)
-        else:
-            waited_ms = math.floor((trio.current_time() - slot.sent_s) * 1000)
-            operation = DelayedProduce(max(0, produced.timeout_ms - waited_ms), self._produce_wait)
-            self._held_produce = slot
-            fetching.produces.try_complete_else_watch(operation, ())
-            frame = await _next_owed_response(reader, slot.correlation_id, unanswered)
-            operation.force_complete()
-            self._held_produce = None
-        names = fetching.names
-        fetching.produced(
-            [names.key(name, topic_id, index)
-             for name, topic_id, indexes in produced.topics for index in indexes]
-        )  # fmt: skip
-        return frame
+        reader = FrameReader(upstream)
+        while True:
+            self._answer_wait = trio.CancelScope()
+            with self._answer_wait:
+                await self._answer_in_order(reader)
+                if self._held_answer is None:
+                    return  # the request side ended; every response was sent
+            held = self._held_answer
+            assert held is not None
+            self._held_answer = None
+            slot = held.slot
+            if held.frame is not None:
+                held.operation.force_complete()
+                await self._send_produce_answer(slot, held.frame)
+                continue
+            held.operation.expire()
+            self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
+            timed_out = produce_timed_out(slot.plan)
+            await self.client.send_all(timed_out)
+            self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
 
-    async def _answer_fetch(
-        self, slot: _Slot, ticket: FetchTicket, reader: FrameReader, unanswered: list[int]
-    ) -> None:
+    async def _answer_in_order(self, reader: FrameReader) -> None:
+        """Answer slots in order; return when the request side has ended, or when a held
+        produce's deadline passed as its answer arrived (``self._held_answer.frame`` set)."""
+        conn = self._conn
+        while True:
+            slot = conn.next_owed()
+            if slot is NEED_REQUEST:
+                await self._owed_lot.park()
+                continue
+            if slot is REQUESTS_DONE:
+                return
+            self._room_lot.unpark()
+            if isinstance(slot, Forwarded):
+                frame = await self._owed_frame(reader, slot.plan.header.correlation_id)
+                await self._send_forwarded(slot, frame)
+            elif isinstance(slot, Local):
+                await self.client.send_all(slot.response)
+                self._report(slot, None, len(slot.response), trio.current_time(), "ok")
+            elif isinstance(slot, HeldProduce):
+                if not await self._answer_produce(slot, reader):
+                    return
+            else:
+                assert isinstance(slot, HeldFetch)
+                await self._answer_fetch(slot, reader)
+
+    async def _owed_frame(self, reader: FrameReader, correlation_id: int) -> bytearray:
+        """The upstream's answer to ``correlation_id`` (size prefix included), skipping
+        answers nobody waits for (acks=0 produces, produces already timed out)."""
+        conn = self._conn
+        while True:
+            try:
+                frame = await reader.next_frame()
+            except PeerClosed:
+                raise UpstreamFailed("upstream broker closed the connection") from None
+            answered = int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
+            if conn.upstream_answer(answered):
+                if answered != correlation_id:  # Connection keeps order; never expected
+                    raise UpstreamFailed(f"upstream answered {answered}, owed {correlation_id}")
+                return frame
+
+    async def _send_forwarded(self, slot: Forwarded | HeldProduce, frame: bytearray) -> None:
+        received_s = trio.current_time()
+        plan = slot.plan
+        header = plan.header
+        body = memoryview(frame)[_SIZE_BYTES:]
+        error_code = peek_error_code(header.api_key, header.api_version, body)
+        out: bytes | bytearray = frame
+        if plan.rewrite:
+            rewritten = rewrite_response(plan, body, self._services.brokers)
+            if rewritten is not body:  # re-encoded: the only case that copies
+                out = size_prefix(len(rewritten)) + rewritten
+        await self.client.send_all(out)
+        self._report(slot, error_code, len(out), received_s, "error" if error_code else "ok")
+
+    async def _answer_produce(self, slot: HeldProduce, reader: FrameReader) -> bool:
+        """Hold a produce until its answer (sent, True) or its deadline (False: the caller
+        leaves ``self._answer_wait``, see ``_pump_responses``)."""
+        assert self._held is not None
+        correlation_id = slot.plan.header.correlation_id
+        timeout_ms = slot.produced.timeout_ms
+        if timeout_ms <= 0:
+            await self._send_produce_answer(slot, await self._owed_frame(reader, correlation_id))
+            return True
+        waited_ms = math.floor((trio.current_time() - slot.arrival.sent_s) * 1000)
+        operation = self._held.hold_produce(max(0, timeout_ms - waited_ms))
+        self._held_answer = held = _HeldAnswer(slot, operation)
+        wait = self._answer_wait
+        wait.deadline = operation.expiration_ms / 1000
+        frame = await self._owed_frame(reader, correlation_id)  # Cancelled: the deadline won
+        wait.deadline = math.inf
+        if wait.cancel_called:  # it passed as the answer came: settle it outside the scope
+            held.frame = frame
+            return False
+        self._held_answer = None
+        operation.force_complete()
+        await self._send_produce_answer(slot, frame)
+        return True
+
+    async def _send_produce_answer(self, slot: HeldProduce, frame: bytearray) -> None:
+        """Send an answered produce and wake the fetches held on its partitions."""
+        assert self._held is not None
+        await self._send_forwarded(slot, frame)
+        names = self._held.names
+        self._held.produced(
+            [names.key(name, topic_id, index)
+             for name, topic_id, indexes in slot.produced.topics for index in indexes]
+        )  # fmt: skip
+
+    async def _answer_fetch(self, slot: HeldFetch, reader: FrameReader) -> None:
         """Build, hold and send the response to a fetch the proxy terminates."""
-        assert self._fetching is not None and slot.plan is not None
+        held, ticket = self._held, slot.ticket
+        assert held is not None
         version = slot.plan.header.api_version
         header_version = response_header_version(ApiKey.FETCH, version)
         first = None
-        received_s = slot.sent_s
+        received_s = slot.arrival.sent_s
         if ticket.ask_upstream:
-            frame = await _next_owed_response(reader, slot.correlation_id, unanswered)
+            frame = await self._owed_frame(reader, slot.plan.header.correlation_id)
             received_s = trio.current_time()
             body = memoryview(frame)[_SIZE_BYTES:]
             _, start = parse_response_header(body, header_version)
             first = decode(FetchResponse, body[start:], version)
-            ticket.shrink(self.proxy.pool, len(frame))
-        response = await self._fetching.answer(ticket, first)
+            ticket.shrink(self._services.pool, len(frame))
+        response = await held.answer(ticket, first)
         if response.node_endpoints:
-            advertise_node_endpoints(response, self.proxy)
+            advertise_node_endpoints(response, self._services.brokers)
         # One copy: the records go from the upstream frame straight into the output buffer.
         out = framed(
-            encode_response_header(ResponseHeader(slot.correlation_id), header_version),
+            encode_response_header(ResponseHeader(slot.plan.correlation_id), header_version),
             *encode_parts(response, version),
         )
         await self.client.send_all(out)
@@ -504,7 +602,7 @@ class ClientConnection:
 
     def _report(
         self,
-        slot: _Slot,
+        slot: Slot | Unanswered,
         error_code: int | None,
         response_bytes: int,
         upstream_done_s: float,
@@ -517,27 +615,28 @@ class ClientConnection:
         written for acks=0); the record's latency runs to now.
         """
         now_s = trio.current_time()
-        if slot.plan is not None:
+        arrival = slot.arrival
+        if isinstance(slot, Local):
+            (api_key, api_version), client_id = slot.api, None
+            broker, upstream_ms = "local", 0.0
+        else:
             header = slot.plan.header
             api_key, api_version, client_id = header.api_key, header.api_version, header.client_id
-            broker, upstream_ms = self.broker, (upstream_done_s - slot.sent_s) * 1000
-        else:
-            (api_key, api_version), client_id = slot.local_api, None
-            broker, upstream_ms = "local", 0.0
+            broker, upstream_ms = self.broker, (upstream_done_s - arrival.sent_s) * 1000
         spec = API_BY_KEY.get(api_key)
         self._observer.request_done(
             RequestRecord(
-                ts=slot.ts,
+                ts=arrival.ts,
                 api=spec.name if spec is not None else str(api_key),
                 api_version=api_version,
                 client_id=client_id,
                 conn=self.connection_id,
                 broker=broker,
-                latency_ms=(now_s - slot.arrival_s) * 1000,
+                latency_ms=(now_s - arrival.arrival_s) * 1000,
                 upstream_ms=upstream_ms,
                 held_ms=held_ms,
-                muted_ms=slot.muted_s * 1000,
-                request_bytes=slot.request_bytes,
+                muted_ms=arrival.muted_s * 1000,
+                request_bytes=arrival.request_bytes,
                 response_bytes=response_bytes,
                 outcome=outcome,
                 error_code=error_code,
@@ -545,43 +644,12 @@ class ClientConnection:
         )
 
 
-def _checked_size(size_prefix: bytes | bytearray, max_frame: int) -> int:
+def _checked_size(prefix: bytes | bytearray, max_frame: int) -> int:
     """The frame size a prefix announces, refused when no request could be that size."""
-    size = read_frame_size(size_prefix, max_frame)
+    size = read_frame_size(prefix, max_frame)
     if size < _MIN_REQUEST_BYTES:
-        raise CloseConnection(f"frame of {size} bytes is too short to hold a request header")
+        raise ClientProtocolError(f"frame of {size} bytes is too short to hold a request header")
     return size
-
-
-async def _next_owed_response(
-    upstream: FrameReader, correlation_id: int, unanswered: list[int]
-) -> bytearray:
-    """The upstream's response frame (size prefix included) to ``correlation_id``, skipping
-    answers to acks=0 produces.
-
-    Responses come in request order, so once the owed one arrives, no answer to an earlier
-    acks=0 produce can follow: ``unanswered`` is emptied.
-    """
-    while True:
-        frame = await _read_response(upstream)
-        answered = int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
-        if answered == correlation_id:
-            unanswered.clear()
-            return frame
-        if answered not in unanswered:
-            raise CloseConnection(
-                f"upstream answered correlation id {answered}, expected {correlation_id}",
-                "upstream",
-            )
-        del unanswered[: unanswered.index(answered) + 1]
-
-
-async def _read_response(upstream: FrameReader) -> bytearray:
-    """The upstream's next response frame, size prefix included (cancel-safe)."""
-    try:
-        return await upstream.next_frame()
-    except PeerClosed:
-        raise CloseConnection("upstream broker closed the connection", "upstream") from None
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:

@@ -9,8 +9,11 @@
 #   completion and holds again while the fetch's min_bytes is not met (Kafka's DelayedFetch
 #   counts bytes from its local log instead, which the proxy does not have).
 # - DelayedProduce watches nothing: the upstream answer completes it (force_complete by the
-#   reader of the answer); its deadline is the request's timeout_ms, and expiring cancels the
-#   read of that answer so the client gets REQUEST_TIMED_OUT.
+#   reader of the answer); its deadline is the request's timeout_ms. The holder (the client
+#   connection's response pump) waits for the answer under its own cancel scope whose deadline
+#   is the operation's `expiration_ms`, and expires the operation itself when that deadline
+#   wins (`expire`): no cancel scope crosses from the purgatory into the connection, and the
+#   purgatory still counts the expiry (the reliability tests and dashboards read it).
 """The delayed operations the proxy's purgatories hold: fetches and produces."""
 
 from __future__ import annotations
@@ -72,16 +75,12 @@ class DelayedFetch(DelayedOperation):
 
 
 class DelayedProduce(DelayedOperation):
-    """A forwarded produce waiting for its upstream answer, at most its timeout_ms.
+    """A forwarded produce waiting for its upstream answer, at most its timeout_ms."""
 
-    ``scope`` is the cancel scope of the wait for the answer; expiry cancels it.
-    """
+    __slots__ = ("expired",)
 
-    __slots__ = ("expired", "scope")
-
-    def __init__(self, delay_ms: int, scope: trio.CancelScope) -> None:
+    def __init__(self, delay_ms: int) -> None:
         super().__init__(delay_ms)
-        self.scope = scope
         self.expired = False
 
     def try_complete(self) -> bool:
@@ -92,4 +91,11 @@ class DelayedProduce(DelayedOperation):
 
     def on_expiration(self) -> None:
         self.expired = True
-        self.scope.cancel()
+
+    def expire(self) -> bool:
+        """The holder's deadline passed first: expire now (counted as an expiry); True unless
+        the answer or the purgatory's clock got there first."""
+        if self.is_completed:
+            return False
+        self.run()
+        return True

@@ -9,7 +9,17 @@
 #     │   └── WouldDeadlock       a lease holder waiting for more memory (KIP-72's rule)
 #     ├── UpstreamUnavailable     raised ``from`` trio.BrokenResourceError
 #     ├── OperationExpired        purgatory deadline passed -> REQUEST_TIMED_OUT
-#     └── StartupError            the proxy cannot start (port in use, no broker): one line
+#     ├── StartupError            the proxy cannot start (port in use, no broker): one line
+#     └── ConnectionClosed (abstract)  why one client connection ended; ``kind`` is the label
+#         ├── ClientProtocolError      the client sent what Kafka would refuse (protocol_error)
+#         ├── ClientClosed             the client went away inside a frame (client_closed)
+#         ├── IdleTimeout              no request for connections.idle_timeout_ms
+#         ├── FrameTimeout             a frame not complete in connections.frame_timeout_ms
+#         ├── UpstreamFailed           no upstream, or it broke, closed or answered out of order
+#         └── ConnectionBroken         a stream broke under us (reset, closed resource)
+#
+# A connection ends with exactly one ConnectionClosed (the first one noted wins): its message
+# is the one log line, its ``kind`` the connections-closed metric's label.
 #
 # PoolMisuse subclasses also derive from the builtin a Python reader would expect
 # (ValueError for bad arguments, RuntimeError for bad call order), so generic handlers
@@ -19,6 +29,12 @@
 from __future__ import annotations
 
 __all__ = [
+    "ClientClosed",
+    "ClientProtocolError",
+    "ConnectionBroken",
+    "ConnectionClosed",
+    "FrameTimeout",
+    "IdleTimeout",
     "InvalidAllocation",
     "InvalidRelease",
     "OperationExpired",
@@ -26,6 +42,7 @@ __all__ = [
     "PoolMisuse",
     "ProxyError",
     "StartupError",
+    "UpstreamFailed",
     "UpstreamUnavailable",
     "WouldDeadlock",
 ]
@@ -88,3 +105,55 @@ class StartupError(ProxyError):
     The message is the whole story for the operator (the command line prints it as one line
     and exits 2), so it says what failed and what to change, and never carries a traceback.
     """
+
+
+class ConnectionClosed(ProxyError):
+    """Why one client connection ended. Abstract: raise a subclass.
+
+    The message is the one log line that says why; ``kind`` is the reason's label in the
+    connections-closed metric (a class attribute, so the label set is fixed by the tree).
+    """
+
+    kind = "internal_error"
+
+    def __init__(self, *args: object) -> None:
+        if type(self) is ConnectionClosed:
+            raise TypeError("ConnectionClosed is abstract; raise one of its subclasses")
+        super().__init__(*args)
+
+
+class ClientProtocolError(ConnectionClosed):
+    """The client sent something no broker would accept (bad size, unknown API, bad body)."""
+
+    kind = "protocol_error"
+
+
+class ClientClosed(ConnectionClosed):
+    """The client closed its side inside a frame."""
+
+    kind = "client_closed"
+
+
+class IdleTimeout(ConnectionClosed):
+    """No request began within ``connections.idle_timeout_ms``."""
+
+    kind = "idle_timeout"
+
+
+class FrameTimeout(ConnectionClosed):
+    """A frame whose size was read did not complete within ``connections.frame_timeout_ms``."""
+
+    kind = "frame_timeout"
+
+
+class UpstreamFailed(ConnectionClosed):
+    """The upstream side cannot serve this connection: no address, unreachable, closed, or
+    it answered a correlation id the proxy did not expect (the connection is out of step)."""
+
+    kind = "upstream"
+
+
+class ConnectionBroken(ConnectionClosed):
+    """A stream broke under the connection (reset by the peer, closed resource)."""
+
+    kind = "broken"

@@ -1,6 +1,6 @@
-# Strategy: everything held requests share, owned by one object per proxy (issue 6).
+# Strategy: everything held requests share, owned by one service per proxy (issue 6).
 #
-#   Fetching.run()  (in the server's nursery)
+#   HeldRequests.run()  (in the server's services nursery)
 #   ├── fetch purgatory clock      DelayedFetch: client fetches waiting for data
 #   ├── produce purgatory clock    DelayedProduce: forwarded produces waiting for their answer
 #   └── per broker, started on first use:
@@ -11,7 +11,11 @@
 # A client connection (proxy/client.py) calls `plan` when a Fetch arrives (session bookkeeping,
 # and whether the broker must be asked at all), sends the immediate upstream fetch on its own
 # upstream connection when it must, and then `answer` produces the client's response, holding
-# the fetch in the purgatory as long as Kafka would. `produced` is the produce side's wake-up.
+# the fetch in the purgatory as long as Kafka would. `hold_produce` registers a produce waiting
+# for its answer; `produced` is the produce side's wake-up of held fetches.
+#
+# Collaborators come in explicitly (config sections, pool, metrics, topic names, where each
+# broker is, how to dial it): this module knows nothing of the server that wires it.
 """Held fetches and produces: sessions, partition knowledge, purgatories, watchers."""
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
 
 from proxy.broker_channel import BrokerChannel
-from proxy.delayed import DelayedFetch
+from proxy.config import Config
+from proxy.delayed import DelayedFetch, DelayedProduce
+from proxy.dialer import Dialer
 from proxy.errors import UpstreamUnavailable
 from proxy.fetch_answer import (
     FetchResults,
@@ -39,18 +45,17 @@ from proxy.fetch_answer import (
 )
 from proxy.fetch_session import ContextKind, FetchContext, FetchSessionCache
 from proxy.memory import Lease, MemoryPool
+from proxy.metrics import Metrics
 from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.purgatory import Purgatory, current_time_ms
+from proxy.routing import Address
 from proxy.upstream_watcher import UpstreamWatcher
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
-if TYPE_CHECKING:
-    from proxy.server import Proxy
+__all__ = ["BrokerAddresses", "FetchTicket", "HeldRequests"]
 
-__all__ = ["FetchTicket", "Fetching"]
-
-log = logging.getLogger("purgatory_proxy.fetching")
+log = logging.getLogger("purgatory_proxy.held")
 
 #: Connections per broker for re-fetches after wake-ups.
 _REFETCH_CHANNELS = 4
@@ -106,21 +111,43 @@ class _SharedRead:
     error: UpstreamUnavailable | None = None
 
 
-class Fetching:
-    """Held fetches and produces of one proxy."""
+class BrokerAddresses(Protocol):
+    """Where each upstream broker is (proxy/routing.Routing provides it)."""
 
-    def __init__(self, proxy: Proxy) -> None:
-        config = proxy.config
-        self._proxy = proxy
-        self._pool = proxy.pool
-        self._metrics = proxy.metrics
+    def upstream_of(self, node_id: int) -> Address | None: ...
+
+
+class HeldRequests:
+    """Held fetches and produces of one proxy.
+
+    Args:
+        config: the [fetch] and [purgatory] sections are read.
+        pool: the KIP-72 pool the upstream fetches' response budgets come from.
+        metrics: purgatory and upstream-fetch series.
+        names: topic id -> name, learnt from Metadata.
+        brokers: where each broker is, for re-fetch channels and watchers.
+        dialer: how those channels connect.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        pool: MemoryPool,
+        metrics: Metrics,
+        names: TopicNames,
+        brokers: BrokerAddresses,
+        dialer: Dialer,
+    ) -> None:
+        self._brokers = brokers
+        self._dialer = dialer
+        self._pool = pool
+        self._metrics = metrics
         self.response_max_bytes = min(
-            int(config.fetch.response_max_bytes), proxy.pool.max_allocation_bytes
+            int(config.fetch.response_max_bytes), pool.max_allocation_bytes
         )
         self._session_cache_size = config.fetch.session_cache_size
         self._watcher_max_wait_ms = config.fetch.watcher_max_wait_ms
         self._immediate_max_wait_ms = config.fetch.immediate_max_wait_ms
-        self._connect_timeout_s = config.upstream.connect_timeout_ms / 1000
         purgatory = config.purgatory
         self.fetches = Purgatory(
             tick_ms=purgatory.tick_ms,
@@ -133,7 +160,7 @@ class Fetching:
             purge_interval=purgatory.purge_interval,
         )
         self.states = PartitionStates()
-        self.names: TopicNames = proxy.topic_names
+        self.names = names
         self._sessions: dict[int, FetchSessionCache] = {}
         self._refetch_channels: dict[int, list[BrokerChannel]] = {}
         self._watchers: dict[int, UpstreamWatcher] = {}
@@ -331,6 +358,16 @@ class Fetching:
 
     # -- the produce side ----------------------------------------------------------------
 
+    def hold_produce(self, delay_ms: int) -> DelayedProduce:
+        """A produce waiting up to ``delay_ms`` for its answer, held in the produce purgatory.
+
+        The holder completes it when the answer comes (``force_complete``) or expires it when
+        its own deadline passes (``expire``); its ``expiration_ms`` is that deadline.
+        """
+        operation = DelayedProduce(delay_ms)
+        self.produces.try_complete_else_watch(operation, ())
+        return operation
+
     def produced(self, keys: list[PartitionKey]) -> None:
         """Records landed on ``keys`` through the proxy: wake the fetches waiting on them."""
         states, fetches = self.states, self.fetches
@@ -342,12 +379,10 @@ class Fetching:
     # -- per-broker resources ----------------------------------------------------------
 
     def _channel(self, node_id: int) -> BrokerChannel:
-        address = self._proxy.routing.upstream_of(node_id)
+        address = self._brokers.upstream_of(node_id)
         if address is None or self._nursery is None:
             raise RuntimeError(f"no upstream address known for broker {node_id}")
-        return BrokerChannel(
-            address, self._nursery, self._connect_timeout_s, self._proxy.upstream_security
-        )
+        return BrokerChannel(address, self._nursery, dialer=self._dialer)
 
     def _refetch_channel(self, node_id: int) -> BrokerChannel:
         """One of the broker's re-fetch channels, in turn: a broker answers a connection in

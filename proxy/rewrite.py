@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 
 class BrokerDirectory(Protocol):
-    """What the rewriter needs from the server (proxy.server.Proxy provides it)."""
+    """What the rewriter needs to know brokers by (proxy/directory.BrokerDirectory)."""
 
     topic_names: TopicNames
 

@@ -5,21 +5,34 @@
 # included). A refused authentication is reported as such (SaslAuthenticationFailed), so the
 # server can tell operators why it is not ready. Forwarded client
 # traffic never goes through here; each client connection owns its own upstream connection.
-"""The proxy's own requests to the upstream cluster."""
+#
+# `refresh_metadata_forever` is the task that keeps the broker directory current: every
+# upstream.metadata_refresh_ms it learns the brokers (binding a listener for each new one) and
+# keeps /readyz's "metadata" and "upstream_auth" causes up to date.
+"""The proxy's own requests to the upstream cluster, and the metadata refresher."""
 
 from __future__ import annotations
+
+import logging
+from typing import NoReturn
 
 import trio
 
 from proxy.broker_channel import BrokerChannel
+from proxy.dialer import Dialer
+from proxy.directory import BrokerDirectory
 from proxy.errors import UpstreamUnavailable
+from proxy.metrics import Metrics
+from proxy.readiness import Readiness
 from proxy.routing import Address
-from proxy.secure_upstream import SaslAuthenticationFailed, UpstreamSecurity
+from proxy.secure_upstream import SaslAuthenticationFailed
 from wire.apis import ApiKey
 from wire.errors import WireError
 from wire.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
-__all__ = ["fetch_cluster_metadata"]
+__all__ = ["fetch_cluster_metadata", "refresh_metadata_forever"]
+
+log = logging.getLogger("purgatory_proxy.server")
 
 
 async def _brokers_of(channel: BrokerChannel) -> dict[int, Address]:
@@ -37,7 +50,7 @@ async def _brokers_of(channel: BrokerChannel) -> dict[int, Address]:
 
 
 async def fetch_cluster_metadata(
-    bootstrap: list[Address], timeout_s: float, security: UpstreamSecurity | None = None
+    bootstrap: list[Address], timeout_s: float, dialer: Dialer
 ) -> dict[int, Address]:
     """The cluster's brokers (node id -> upstream address), from the first bootstrap that answers.
 
@@ -50,7 +63,7 @@ async def fetch_cluster_metadata(
     refused = False
     for address in bootstrap:
         async with trio.open_nursery() as nursery:
-            channel = BrokerChannel(address, nursery, timeout_s, security)
+            channel = BrokerChannel(address, nursery, dialer=dialer)
             try:
                 with trio.fail_after(timeout_s):
                     return await _brokers_of(channel)
@@ -67,3 +80,45 @@ async def fetch_cluster_metadata(
     if refused:
         raise SaslAuthenticationFailed("; ".join(problems))
     raise UpstreamUnavailable("; ".join(problems) or "no upstream bootstrap servers configured")
+
+
+async def refresh_metadata_forever(
+    bootstrap: list[Address],
+    timeout_s: float,
+    dialer: Dialer,
+    refresh_s: float,
+    directory: BrokerDirectory,
+    metrics: Metrics,
+    readiness: Readiness,
+) -> NoReturn:
+    """Learn the cluster's brokers now and every ``refresh_s``.
+
+    Error handling: an unreachable cluster is logged once per failure streak and retried
+    with capped backoff; the proxy keeps serving whatever it already knows.
+    """
+    backoff_s = 0.1
+    failing = False
+    while True:
+        try:
+            brokers = await fetch_cluster_metadata(bootstrap, timeout_s, dialer)
+        except UpstreamUnavailable as error:
+            if isinstance(error, SaslAuthenticationFailed):  # never holds the secret
+                readiness.block("upstream_auth", f"cannot authenticate upstream: {error}")
+            metrics.metadata_refreshes.labels("failed").inc()
+            if not failing:
+                log.warning(
+                    "cannot fetch upstream metadata (will retry): %s", error,
+                    extra={"reason": str(error)},
+                )  # fmt: skip
+            failing = True
+            await trio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 5.0)
+            continue
+        if failing:
+            log.info("upstream metadata reachable again")
+        failing, backoff_s = False, 0.1
+        metrics.metadata_refreshes.labels("ok").inc()
+        directory.learn_brokers(brokers)
+        readiness.clear("upstream_auth")
+        readiness.clear("metadata")
+        await trio.sleep(refresh_s)

@@ -133,20 +133,30 @@ async def test_read_committed_fetch_waits_for_the_last_stable_offset() -> None:
     assert committed.try_complete()
 
 
-async def test_produce_expires_at_its_timeout_and_cancels_the_wait(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
+async def test_produce_expires_at_its_timeout(autojump_clock: trio.testing.MockClock) -> None:
     purgatory = Purgatory()
     async with trio.open_nursery() as nursery:
         await nursery.start(purgatory.run)
-        started = trio.current_time()
-        with trio.CancelScope() as scope:
-            operation = DelayedProduce(1000, scope)
-            purgatory.try_complete_else_watch(operation, ())
-            await trio.sleep_forever()
+        operation = DelayedProduce(1000)
+        purgatory.try_complete_else_watch(operation, ())
+        await trio.sleep(0.999)
+        assert not operation.expired
+        await trio.sleep(0.006)
         nursery.cancel_scope.cancel()
-    assert operation.expired and scope.cancelled_caught
-    assert abs((trio.current_time() - started) - 1.0) < 0.005
+    assert operation.expired and operation.is_completed
+    assert purgatory.statistics().expired == 1
+
+
+async def test_produce_expired_by_its_holder_counts_once() -> None:
+    purgatory = Purgatory()
+    operation = DelayedProduce(1000)
+    purgatory.try_complete_else_watch(operation, ())
+    assert operation.expire() and operation.expired
+    assert not operation.expire() and not operation.force_complete()
+    assert purgatory.statistics().expired == 1 and purgatory.pending == 0
+    answered = DelayedProduce(1000)
+    purgatory.try_complete_else_watch(answered, ())
+    assert answered.force_complete() and not answered.expire() and not answered.expired
 
 
 # -- what the proxy knows ---------------------------------------------------------------------

@@ -1,0 +1,213 @@
+# Strategy: the bookkeeping of one client connection, without I/O (h11's Connection, for Kafka).
+#
+# Two ordered ledgers, both fed by `owe()` in request order:
+#
+#   owed      what the client is owed, in request order: one slot per response it expects
+#             (Forwarded, Local, HeldFetch, HeldProduce). The response pump takes them with
+#             `next_owed()`, which answers NEED_REQUEST while the queue is empty and
+#             REQUESTS_DONE once the request side has ended and everything is answered.
+#   upstream  the correlation ids the upstream may answer, in the order they were sent. An
+#             entry is *required* (the client waits for it) or *optional*: an acks=0 produce
+#             (Kafka sends nothing, Tansu answers anyway) or a produce the proxy has already
+#             answered REQUEST_TIMED_OUT (`give_up`). `upstream_answer()` matches each upstream
+#             frame's correlation id against it: optional entries before the match got no
+#             answer and are dropped (a broker answers one connection in order), an answer to
+#             an optional entry is to be skipped, and anything else means the connection is out
+#             of step (UpstreamFailed).
+#
+# Slots are frozen dataclasses, one class per kind, so the response pump dispatches on the type
+# and no slot carries fields that mean nothing for its kind. Every way the connection can end
+# is one ConnectionClosed subclass (proxy/errors.py); the first one noted is the reason.
+#
+# Cost: owe() is two appends, upstream_answer() a popleft and a compare in the common case.
+"""The sans-I/O state of one client connection: owed responses and upstream matching."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Final, final
+
+from proxy.errors import ConnectionClosed, UpstreamFailed
+from proxy.held import FetchTicket
+from proxy.rewrite import ProducedPartitions, RequestPlan
+
+__all__ = [
+    "NEED_REQUEST",
+    "REQUESTS_DONE",
+    "Arrival",
+    "Connection",
+    "Forwarded",
+    "HeldFetch",
+    "HeldProduce",
+    "Local",
+    "Slot",
+    "Unanswered",
+]
+
+
+@final
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+#: next_owed(): nothing is owed yet; wait for the request side.
+NEED_REQUEST: Final = _Sentinel("NEED_REQUEST")
+#: next_owed(): the request side has ended and every owed response was taken.
+REQUESTS_DONE: Final = _Sentinel("REQUESTS_DONE")
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A request's timings, for its RequestRecord.
+
+    Times are ``trio.current_time()`` seconds except ``ts`` (epoch seconds, for the log);
+    ``sent_s`` is when it went upstream (or was queued, for requests that do not).
+    """
+
+    arrival_s: float
+    ts: float
+    muted_s: float
+    request_bytes: int
+    sent_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """A request the proxy answers itself; ``response`` is the whole frame."""
+
+    correlation_id: int
+    api: tuple[int, int]  # (api key, version), for the record
+    response: bytes
+    arrival: Arrival
+
+
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A request forwarded upstream whose answer the client gets (rewritten if need be)."""
+
+    plan: RequestPlan
+    arrival: Arrival
+
+
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """A produce with acks=0: forwarded, no response owed; an upstream answer is skipped."""
+
+    plan: RequestPlan
+    arrival: Arrival
+
+
+@dataclass(frozen=True, slots=True)
+class HeldProduce:
+    """A produce with acks=1/all whose answer waits at most its timeout_ms."""
+
+    plan: RequestPlan
+    produced: ProducedPartitions
+    arrival: Arrival
+
+
+@dataclass(frozen=True, slots=True)
+class HeldFetch:
+    """A fetch the proxy answers itself (a first look went upstream if ``ticket.ask_upstream``)."""
+
+    plan: RequestPlan
+    ticket: FetchTicket
+    arrival: Arrival
+
+
+Slot = Local | Forwarded | HeldFetch | HeldProduce
+
+
+class Connection:
+    """What one client connection owes, and which upstream frames answer it.
+
+    Args:
+        max_in_flight: responses the connection may owe before the request side must wait
+            (``has_room``): a client that pipelines without reading is back-pressured.
+
+    Error handling: ``upstream_answer`` raises UpstreamFailed for an answer nobody asked for;
+    ``note_closed`` keeps the first reason the connection ends for.
+    """
+
+    __slots__ = ("_ended", "_max_in_flight", "_owed", "_upstream", "closed_by")
+
+    def __init__(self, max_in_flight: int) -> None:
+        self._max_in_flight = max_in_flight
+        self._owed: deque[Slot] = deque()
+        # (correlation id, optional) in the order the requests went upstream.
+        self._upstream: deque[tuple[int, bool]] = deque()
+        self._ended = False
+        self.closed_by: ConnectionClosed | None = None
+
+    def __repr__(self) -> str:
+        return f"<Connection owed={len(self._owed)} upstream={len(self._upstream)}>"
+
+    # -- the request side ----------------------------------------------------------------
+
+    @property
+    def has_room(self) -> bool:
+        """Whether another owed response may be queued now."""
+        return len(self._owed) < self._max_in_flight
+
+    def owe(self, slot: Slot | Unanswered) -> None:
+        """Record a request, in request order: what the client is owed, what goes upstream."""
+        if isinstance(slot, Unanswered):
+            self._upstream.append((slot.plan.header.correlation_id, True))
+            return
+        if not isinstance(slot, Local) and (
+            not isinstance(slot, HeldFetch) or slot.ticket.ask_upstream
+        ):
+            self._upstream.append((slot.plan.header.correlation_id, False))
+        self._owed.append(slot)
+
+    def end_requests(self) -> None:
+        """The request side is done: no more slots will be owed."""
+        self._ended = True
+
+    # -- the response side ---------------------------------------------------------------
+
+    def next_owed(self) -> Slot | _Sentinel:
+        """The next slot to answer, NEED_REQUEST, or REQUESTS_DONE."""
+        if self._owed:
+            return self._owed.popleft()
+        return REQUESTS_DONE if self._ended else NEED_REQUEST
+
+    def upstream_answer(self, correlation_id: int) -> bool:
+        """Match an upstream frame: True if it is an owed answer, False if it is to be skipped.
+
+        Raises:
+            UpstreamFailed: nothing sent upstream expects this answer now.
+        """
+        ledger = self._upstream
+        while ledger:
+            expected, optional = ledger.popleft()
+            if expected == correlation_id:
+                return not optional
+            if not optional:
+                raise UpstreamFailed(
+                    f"upstream answered correlation id {correlation_id}, expected {expected}"
+                )
+        raise UpstreamFailed(f"upstream answered correlation id {correlation_id} unasked")
+
+    def give_up(self, correlation_id: int) -> None:
+        """The client was answered without the upstream (a produce's timeout passed): its
+        upstream answer, if it still comes, is to be skipped."""
+        ledger = self._upstream
+        for position, (expected, optional) in enumerate(ledger):
+            if expected == correlation_id and not optional:
+                ledger[position] = (expected, True)
+                return
+
+    # -- the end -------------------------------------------------------------------------
+
+    def note_closed(self, reason: ConnectionClosed) -> None:
+        """Record why the connection ends; the first reason noted is the one reported."""
+        if self.closed_by is None:
+            self.closed_by = reason

@@ -1,0 +1,65 @@
+# Strategy: the addresses clients are told. Every broker a response names (Metadata,
+# FindCoordinator, DescribeCluster, KIP-951 node_endpoints) goes through `advertise`, which
+# records where the broker is upstream and returns advertised_host and the proxy port that
+# stands for it. A broker seen for the first time gets its port here, synchronously, from the
+# listener service (`Listeners.open_broker` binds the socket before returning, so the port
+# accepts by the time a client reads it; its accept loop is started by the listener service's
+# own task, never from inside a rewrite). Topic ids learnt from Metadata live here too: they
+# are the other thing the rewriter teaches the proxy.
+"""The broker directory: node id -> the address clients see, and topic id -> name."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from proxy.partition_state import TopicNames
+from proxy.routing import Address, Routing
+
+__all__ = ["BrokerDirectory", "BrokerPorts"]
+
+
+class BrokerPorts(Protocol):
+    """Who binds a new broker's listener (proxy/listeners.Listeners)."""
+
+    def open_broker(self, node_id: int, wanted_port: int) -> int:
+        """Bind broker ``node_id``'s listener (``wanted_port`` 0: any) and return its port."""
+        ...
+
+
+class BrokerDirectory:
+    """What the rewriter (proxy/rewrite.py) needs: advertise brokers, learn topic names.
+
+    Args:
+        routing: node id -> upstream address and proxy port.
+        ports: binds a listener for a broker seen for the first time.
+        advertised_host: the host clients are told.
+        topic_names: topic id -> name, learnt from Metadata responses.
+    """
+
+    __slots__ = ("_ports", "advertised_host", "routing", "topic_names")
+
+    def __init__(
+        self, routing: Routing, ports: BrokerPorts, advertised_host: str, topic_names: TopicNames
+    ) -> None:
+        self.routing = routing
+        self._ports = ports
+        self.advertised_host = advertised_host
+        self.topic_names = topic_names
+
+    def __repr__(self) -> str:
+        return f"<BrokerDirectory {self.advertised_host} {self.routing!r}>"
+
+    def advertise(self, node_id: int, upstream: Address) -> Address:
+        """The address a client is told for broker ``node_id`` (its listener bound if new)."""
+        routing = self.routing
+        routing.record_upstream(node_id, upstream)
+        port = routing.proxy_port_of(node_id)
+        if port is None:
+            port = self._ports.open_broker(node_id, routing.wanted_port(node_id))
+            routing.assign_port(node_id, port)
+        return Address(self.advertised_host, port)
+
+    def learn_brokers(self, brokers: dict[int, Address]) -> None:
+        """Record a metadata response's brokers, binding listeners in ascending node id order."""
+        for node_id in sorted(brokers):
+            self.advertise(node_id, brokers[node_id])

@@ -1,0 +1,231 @@
+# Strategy: the listener service owns every client listener and its accept loop.
+#
+#   Listeners.run()  (its own nursery, "accepting"; cancelled first at shutdown)
+#   ├── bootstrap accept loop
+#   └── one accept loop per broker listener, started as `open_broker` queues them
+#
+# `open_broker` is called from inside response rewriting (proxy/directory.py): it binds the
+# socket synchronously, so the port accepts (the kernel queues connections in the backlog) by
+# the time the client reads the address, and hands the listener to `run` through a channel; the
+# accept loop is started by `run`'s own task. Rewriting never starts tasks.
+#
+# Accepted connections run in the handlers nursery `run` is given (they outlive the accept loops
+# so in-flight requests can drain on shutdown); with listener TLS configured each one does its
+# bounded handshake first, in its own handler task, so a stalled handshake blocks nobody.
+#
+# Sockets come from a ListenerFactory: real sockets in production (SocketListeners), trio's
+# in-memory listeners in the in-process tests.
+"""The client listeners: bootstrap and per-broker ports, accept loops, TLS handshakes."""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import math
+import socket
+from dataclasses import dataclass
+from typing import NoReturn, Protocol, cast
+
+import trio
+
+from proxy.client import ClientConnection, ConnectionServices
+from proxy.errors import StartupError
+from proxy.metrics import Metrics
+from proxy.routing import Address
+from proxy.tls import ServerTls, TlsHandshakeFailed
+
+__all__ = ["ListenerFactory", "Listeners", "SocketListeners", "bind_socket_listener"]
+
+log = logging.getLogger("purgatory_proxy.server")
+
+#: accept() errors that mean "not now" (descriptor or memory limits), not a broken listener.
+_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+_ACCEPT_RETRY_S = 0.1
+
+AnyListener = trio.abc.Listener[trio.abc.Stream]
+
+
+class ListenerFactory(Protocol):
+    """Binds listeners (real sockets, or in-memory ones in tests)."""
+
+    def bind(self, host: str, port: int) -> tuple[AnyListener, int]:
+        """A listener on host:port (0: any) and the port it got.
+
+        Raises:
+            StartupError: the address cannot be bound.
+        """
+        ...
+
+
+class SocketListeners:
+    """The real ListenerFactory: TCP sockets with SO_REUSEADDR."""
+
+    def bind(self, host: str, port: int) -> tuple[AnyListener, int]:
+        listener = bind_socket_listener(host, port)
+        bound: int = listener.socket.getsockname()[1]
+        return cast(AnyListener, listener), bound
+
+
+@dataclass(frozen=True, slots=True)
+class _BrokerListener:
+    listener: AnyListener
+    node_id: int
+
+
+class Listeners:
+    """Client listeners and their accept loops.
+
+    Args:
+        listen_host: where every listener is bound.
+        factory: how listeners are bound.
+        metrics: accepted connections and accept failures are counted.
+        server_tls: TLS of every listener, or None for plaintext.
+        handshake_timeout_s: bound of a TLS handshake (connections.frame_timeout_ms).
+    """
+
+    def __init__(
+        self,
+        listen_host: str,
+        factory: ListenerFactory,
+        metrics: Metrics,
+        server_tls: ServerTls | None,
+        handshake_timeout_s: float,
+    ) -> None:
+        self.listen_host = listen_host
+        self._factory = factory
+        self._metrics = metrics
+        self._server_tls = server_tls
+        self._handshake_timeout_s = handshake_timeout_s
+        self._new_send, self._new_receive = trio.open_memory_channel[_BrokerListener](math.inf)
+        self._connection_ids = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"<Listeners on {self.listen_host}>"
+
+    def open_broker(self, node_id: int, wanted_port: int) -> int:
+        """Bind broker ``node_id``'s listener now and return its port; ``run`` accepts on it.
+
+        Raises:
+            StartupError: the port cannot be bound.
+        """
+        listener, port = self._factory.bind(self.listen_host, wanted_port)
+        log.info(
+            "broker %d is served at %s:%d", node_id, self.listen_host, port,
+            extra={"broker": node_id},
+        )  # fmt: skip
+        self._new_send.send_nowait(_BrokerListener(listener, node_id))
+        return port
+
+    async def run(
+        self,
+        bootstrap_port: int,
+        services: ConnectionServices,
+        handlers: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Bind the bootstrap listener (its address is what ``task_status`` reports), then
+        accept on it and on every broker listener as they are opened, until cancelled."""
+        listener, port = self._factory.bind(self.listen_host, bootstrap_port)
+        async with trio.open_nursery() as accepting:
+            accepting.start_soon(self._accept_loop, listener, None, services, handlers)
+            task_status.started(Address(self.listen_host, port))
+            async for new in self._new_receive:
+                accepting.start_soon(
+                    self._accept_loop, new.listener, new.node_id, services, handlers
+                )
+
+    async def _accept_loop(
+        self,
+        listener: AnyListener,
+        node_id: int | None,
+        services: ConnectionServices,
+        handlers: trio.Nursery,
+    ) -> NoReturn:
+        """Accept forever; each connection runs in the handlers nursery (it may outlive us)."""
+        failing = False
+        accepted = self._metrics.connections_accepted.labels(
+            "bootstrap" if node_id is None else "broker"
+        )
+        async with listener:
+            while True:
+                try:
+                    stream = await listener.accept()
+                except OSError as error:
+                    if error.errno not in _ACCEPT_RESOURCE_ERRORS:
+                        raise
+                    # Out of descriptors or kernel memory: the clients waiting in the backlog
+                    # get in once connections close. Never end the listener for it (this is
+                    # what trio.serve_listeners does too).
+                    self._metrics.accept_failures.inc()
+                    if not failing:  # once per streak; the counter has the rest
+                        log.error("cannot accept a connection (%s); retrying every %.0f ms",
+                                  error.strerror, _ACCEPT_RETRY_S * 1000)  # fmt: skip
+                    failing = True
+                    await trio.sleep(_ACCEPT_RETRY_S)
+                    continue
+                if failing:
+                    log.info("accepting connections again")
+                    failing = False
+                accepted.inc()
+                if self._server_tls is not None:
+                    handlers.start_soon(self._serve_tls, stream, node_id, services)
+                    continue
+                connection = ClientConnection(
+                    services, stream, node_id, next(self._connection_ids)
+                )
+                handlers.start_soon(connection.run)
+
+    async def _serve_tls(
+        self, stream: trio.abc.Stream, node_id: int | None, services: ConnectionServices
+    ) -> None:
+        """TLS handshake (within connections.frame_timeout_ms), then serve the connection.
+
+        Error handling: a failed or stalled handshake closes this connection with one log line.
+        """
+        assert self._server_tls is not None
+        try:
+            secured = await self._server_tls.accept(
+                cast(trio.SocketStream, stream), self._handshake_timeout_s
+            )
+        except TlsHandshakeFailed as error:
+            peer = _peer(stream)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            log.warning(
+                "closed client connection from %s: %s", peer, error,
+                extra={"peer": str(peer), "broker": node_id, "reason": str(error)},
+            )  # fmt: skip
+            return
+        await ClientConnection(services, secured, node_id, next(self._connection_ids)).run()
+
+
+def _peer(stream: trio.abc.Stream) -> str:
+    if not isinstance(stream, trio.SocketStream):
+        return "?"
+    try:
+        host, port, *_ = stream.socket.getpeername()
+    except OSError:
+        return "?"
+    return str(Address(host, port))
+
+
+def bind_socket_listener(host: str, port: int) -> trio.SocketListener:
+    """A listening socket on host:port.
+
+    Raises:
+        StartupError: the address cannot be bound (in use, not local, no permission), in one
+            line that names the address; the OSError stays attached as the cause.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(socket.SOMAXCONN)
+    except OSError as error:
+        sock.close()
+        reason = (error.strerror or str(error)).lower()
+        raise StartupError(f"cannot listen on {Address(host, port)}: {reason}") from error
+    return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
