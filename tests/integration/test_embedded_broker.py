@@ -82,7 +82,7 @@ def test_a_broker_killed_behind_the_proxys_back_stops_the_proxy_with_status_1() 
     with running_proxy(None, "--metrics", f"127.0.0.1:{metrics_port}") as proxy:
         readyz = f"http://127.0.0.1:{metrics_port}/readyz"
         deadline = time.monotonic() + 30
-        while urllib.request.urlopen(readyz, timeout=2).status != 200:
+        while _status(readyz) != 200:
             assert time.monotonic() < deadline, "never ready"
             time.sleep(0.1)
         _tansu_under(proxy.pid).kill()
