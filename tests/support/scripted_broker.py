@@ -1,0 +1,214 @@
+# Strategy: a broker made of the project's own wire/ codec, for the in-process tests of the
+# connection layer (tests/unit/proxy/test_inprocess_*.py). It is not a Kafka: it knows one node,
+# partitions as lists of opaque record blobs (one offset per produced blob), and answers
+# ApiVersions, Metadata, Produce and Fetch the way the proxy's timing depends on:
+#
+#   - one connection's requests are answered in order (a slow answer delays those behind it);
+#   - Produce: `produce_delay_s` before the answer (0: at once); acks=0 is answered or not as
+#     `answer_acks0` says (Tansu answers, Kafka does not);
+#   - Fetch: records from the fetch offset; while there are fewer than min_bytes, the fetch waits
+#     for an append or its max_wait_ms (`long_poll = False`: a fetch with min_bytes > 0 ignores
+#     appends and always waits max_wait_ms, which lets a test tell a wake-up by the proxy's
+#     upstream watcher from one by a produce through the proxy). min_bytes 0 is answered at once.
+#
+# Time is trio's, so under MockClock/autojump every delay is exact virtual time. Connections
+# come from ScriptedDialer (the proxy's Dialer protocol): one trio memory stream pair per
+# connect, the broker's end served in the test's nursery.
+"""A scripted in-memory broker on wire/, and the dialer that connects the proxy to it."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from proxy.routing import Address
+from wire.apis import API_BY_KEY, ApiKey, response_header_version
+from wire.codec import decode_request, encode
+from wire.framing import NEED_DATA, FrameDecoder, frame
+from wire.headers import ResponseHeader, encode_response_header, parse_request_header
+from wire.messages import (
+    ApiVersionsResponse,
+    FetchRequest,
+    FetchResponse,
+    MetadataResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from wire.messages.api_versions_response import ApiVersion
+from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
+from wire.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from wire.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+
+__all__ = ["BROKER", "NODE_ID", "ScriptedBroker", "ScriptedDialer"]
+
+NODE_ID = 1
+#: Where the scripted broker says it is (only ever dialled through ScriptedDialer).
+BROKER = Address("broker-1", 9092)
+
+
+class ScriptedBroker:
+    """One broker node: partitions, answers, and what it was asked (``requests``)."""
+
+    def __init__(self) -> None:
+        self.logs: dict[tuple[str, int], list[bytes]] = {}
+        self.requests: list[tuple[int, float]] = []  # (api key, virtual time received)
+        self.produce_delay_s = 0.0
+        self.answer_acks0 = True
+        self.long_poll = True
+        self._appended = trio.lowlevel.ParkingLot()
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        for index in range(partitions):
+            self.logs.setdefault((name, index), [])
+
+    def append(self, topic: str, partition: int, records: bytes) -> None:
+        """Write records behind the proxy's back (another client of the cluster)."""
+        self.logs[(topic, partition)].append(records)
+        self._appended.unpark_all()
+
+    def fetches(self) -> int:
+        """Fetch requests received so far (the proxy's first looks, re-fetches, watcher polls)."""
+        return sum(1 for api_key, _ in self.requests if api_key == ApiKey.FETCH)
+
+    async def serve(self, stream: trio.abc.Stream) -> None:
+        """Answer one connection's requests in order until it closes."""
+        decoder = FrameDecoder()
+        async with stream:
+            while True:
+                body = decoder.next_frame()
+                if body is NEED_DATA:
+                    try:
+                        decoder.receive_data(await stream.receive_some(65536))
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+                    continue
+                if not isinstance(body, memoryview):
+                    return  # CLOSED
+                answer = await self._answer(body)
+                if answer is not None:
+                    try:
+                        await stream.send_all(answer)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+
+    async def _answer(self, body: memoryview) -> bytes | None:
+        header, start = parse_request_header(body)
+        api_key, version = header.api_key, header.api_version
+        self.requests.append((api_key, trio.current_time()))
+        request = decode_request(api_key, version, body[start:])
+        response: ApiVersionsResponse | MetadataResponse | ProduceResponse | FetchResponse
+        if api_key == ApiKey.API_VERSIONS:
+            response = ApiVersionsResponse(
+                api_keys=[
+                    ApiVersion(api_key=key, min_version=spec.min_version,
+                               max_version=spec.max_version)
+                    for key, spec in sorted(API_BY_KEY.items())
+                ]
+            )
+            version = 0 if version > 3 else version
+        elif api_key == ApiKey.METADATA:
+            response = self._metadata()
+        elif api_key == ApiKey.PRODUCE:
+            assert isinstance(request, ProduceRequest)
+            produce = self._produce(request)
+            if self.produce_delay_s:
+                await trio.sleep(self.produce_delay_s)
+            if request.acks == 0 and not self.answer_acks0:
+                return None
+            response = produce
+        elif api_key == ApiKey.FETCH:
+            assert isinstance(request, FetchRequest)
+            response = await self._fetch(request)
+        else:
+            raise AssertionError(f"the scripted broker has no script for API {api_key}")
+        header_version = response_header_version(api_key, version)
+        return frame(
+            encode_response_header(ResponseHeader(header.correlation_id), header_version),
+            encode(response, version),
+        )
+
+    def _metadata(self) -> MetadataResponse:
+        topics: dict[str, list[int]] = {}
+        for name, index in self.logs:
+            topics.setdefault(name, []).append(index)
+        return MetadataResponse(
+            brokers=[MetadataResponseBroker(node_id=NODE_ID, host=BROKER.host, port=BROKER.port)],
+            controller_id=NODE_ID,
+            topics=[
+                MetadataResponseTopic(
+                    name=name,
+                    partitions=[
+                        MetadataResponsePartition(partition_index=index, leader_id=NODE_ID,
+                                                  replica_nodes=[NODE_ID], isr_nodes=[NODE_ID])
+                        for index in sorted(indexes)
+                    ],
+                )
+                for name, indexes in topics.items()
+            ],
+        )
+
+    def _produce(self, request: ProduceRequest) -> ProduceResponse:
+        responses = []
+        for topic in request.topic_data:
+            partitions = []
+            for data in topic.partition_data:
+                log = self.logs[(topic.name, data.index)]
+                partitions.append(PartitionProduceResponse(index=data.index, base_offset=len(log)))
+                log.append(bytes(data.records or b""))
+            responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
+        self._appended.unpark_all()
+        return ProduceResponse(responses=responses)
+
+    async def _fetch(self, request: FetchRequest) -> FetchResponse:
+        if request.min_bytes > 0:  # min_bytes 0 is answered at once, as Kafka does
+            with trio.move_on_after(request.max_wait_ms / 1000):
+                if not self.long_poll:
+                    await trio.sleep_forever()
+                while self._fetchable(request) < request.min_bytes:
+                    await self._appended.park()
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for wanted in topic.partitions:
+                log = self.logs.get((topic.topic, wanted.partition), [])
+                partitions.append(
+                    PartitionData(
+                        partition_index=wanted.partition,
+                        high_watermark=len(log),
+                        last_stable_offset=len(log),
+                        log_start_offset=0,
+                        records=b"".join(log[wanted.fetch_offset :]),
+                    )
+                )
+            topics.append(FetchableTopicResponse(topic=topic.topic, partitions=partitions))
+        return FetchResponse(responses=topics)
+
+    def _fetchable(self, request: FetchRequest) -> int:
+        return sum(
+            sum(len(blob) for blob in self.logs.get((t.topic, p.partition), [])[p.fetch_offset :])
+            for t in request.topics
+            for p in t.partitions
+        )
+
+
+class ScriptedDialer:
+    """The proxy's Dialer for tests: each connect is a memory stream pair to ``broker``.
+
+    ``connects`` counts connections made, per address (the proxy's upstream sockets).
+    """
+
+    def __init__(self, broker: ScriptedBroker, nursery: trio.Nursery) -> None:
+        self._broker = broker
+        self._nursery = nursery
+        self.connects: dict[Address, int] = {}
+
+    async def connect(self, address: Address) -> trio.abc.Stream:
+        await trio.lowlevel.checkpoint()
+        self.connects[address] = self.connects.get(address, 0) + 1
+        proxy_end, broker_end = trio.testing.memory_stream_pair()
+        self._nursery.start_soon(self._broker.serve, broker_end)
+        return proxy_end

@@ -1,0 +1,110 @@
+"""Held fetches in process (serve() against a scripted broker, virtual time): the long-poll
+answered at exactly max_wait_ms, min_bytes, and which event woke a held fetch: a produce
+through the proxy, or the upstream watcher that learns of data written behind the proxy."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from tests.support.inprocess import proxy_in_process
+from tests.support.scripted_broker import ScriptedBroker
+from tests.unit.proxy.test_inprocess_order import fetch, produce
+from wire.apis import ApiKey
+
+
+def broker_with_topic() -> ScriptedBroker:
+    broker = ScriptedBroker()
+    broker.create_topic("t")
+    return broker
+
+
+async def test_an_empty_long_poll_is_answered_at_max_wait_with_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    async with proxy_in_process(broker) as proxy:
+        client = await proxy.client()
+        sent = trio.current_time()
+        await client.send(fetch(max_wait_ms=500), 12)
+        _, response, at = await client.receive()
+        assert response.error_code == 0
+        partition = response.responses[0].partitions[0]
+        assert partition.high_watermark == 0 and not partition.records
+        # The purgatory's tick is 1 ms: the deadline is served in the tick it falls in.
+        assert 0.5 <= round(at - sent, 6) <= 0.501
+        held = proxy.running.services.held
+        assert held is not None and held.fetches.statistics().expired == 1
+
+
+async def test_a_fetch_with_data_is_answered_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    broker.append("t", 0, b"abc")
+    async with proxy_in_process(broker) as proxy:
+        client = await proxy.client()
+        sent = trio.current_time()
+        await client.send(fetch(max_wait_ms=500), 12)
+        _, response, at = await client.receive()
+        assert bytes(response.responses[0].partitions[0].records) == b"abc"
+        assert round(at - sent, 6) == 0.0
+
+
+async def test_min_bytes_holds_the_fetch_until_enough_has_been_produced(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    broker.append("t", 0, b"x" * 10)
+    async with proxy_in_process(broker) as proxy:
+        consumer, producer = await proxy.client(), await proxy.client()
+        sent = trio.current_time()
+        await consumer.send(fetch(max_wait_ms=5000, min_bytes=100), 12)
+        await trio.sleep(1.0)
+        await producer.send(produce(acks=1, records=b"y" * 50), 9)  # 60 bytes: not enough
+        await producer.receive()
+        await trio.sleep(1.0)
+        await producer.send(produce(acks=1, records=b"z" * 50), 9)  # 110: enough
+        await producer.receive()
+        _, response, at = await consumer.receive()
+        assert round(at - sent, 6) == 2.0
+        assert bytes(response.responses[0].partitions[0].records) == (
+            b"x" * 10 + b"y" * 50 + b"z" * 50
+        )
+
+
+async def test_a_produce_through_the_proxy_wakes_the_held_fetch_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    broker.long_poll = False  # the watcher's polls come back only at their max wait
+    async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 500}) as proxy:
+        consumer, producer = await proxy.client(), await proxy.client()
+        sent = trio.current_time()
+        await consumer.send(fetch(max_wait_ms=5000), 12)
+        await trio.sleep(0.2)
+        await producer.send(produce(acks=1), 9)
+        await producer.receive()
+        _, response, at = await consumer.receive()
+        assert round(at - sent, 6) == 0.2  # not at the watcher's 0.5: the produce woke it
+        assert bytes(response.responses[0].partitions[0].records) == b"r" * 10
+
+
+async def test_data_written_behind_the_proxy_wakes_the_held_fetch_through_the_watcher(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    broker.long_poll = False  # the watcher's polls come back only at their max wait
+    async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 500}) as proxy:
+        consumer = await proxy.client()
+        sent = trio.current_time()
+        await consumer.send(fetch(max_wait_ms=5000), 12)
+        await trio.sleep(0.2)
+        broker.append("t", 0, b"behind")  # another client of the cluster, not the proxy
+        _, response, at = await consumer.receive()
+        # The watcher's poll sent when the fetch was held returns at its max wait (0.5 s) with
+        # the new high watermark; that wakes the fetch, whose re-fetch returns the records.
+        assert round(at - sent, 6) == 0.5
+        assert bytes(response.responses[0].partitions[0].records) == b"behind"
+        watcher_polls = [t for api, t in broker.requests if api == ApiKey.FETCH]
+        assert len(watcher_polls) >= 3  # first look, watcher poll, re-fetch
