@@ -187,7 +187,9 @@ class Listeners:
         assert self._server_tls is not None
         try:
             secured = await self._server_tls.accept(
-                cast(trio.SocketStream, stream), self._handshake_timeout_s
+                cast(trio.SocketStream, stream),
+                self._handshake_timeout_s,
+                listener="bootstrap" if node_id is None else f"broker {node_id}",
             )
         except TlsHandshakeFailed as error:
             peer = _peer(stream)

@@ -128,6 +128,9 @@ async def serve(
         tight_fraction=config.memory.tight_fraction,
     )
     metrics = Metrics(pool)
+    if server_tls is not None:  # failed handshakes by listener and reason class (issue 16)
+        failures = metrics.tls_handshake_failures
+        server_tls.on_failure = lambda listener, reason: failures.labels(listener, reason).inc()
     listen_host, listen_port = parse_host_port(config.proxy.listen)
     client_listeners = Listeners(
         listen_host,
