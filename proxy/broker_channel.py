@@ -24,12 +24,13 @@ import trio
 
 from proxy.dialer import Dialer, UpstreamDialer
 from proxy.errors import UpstreamUnavailable
-from proxy.framed import PeerClosed, receive_exactly
+from proxy.framed import FrameReader, PeerClosed
 from proxy.routing import Address
 from proxy.secure_upstream import UpstreamSecurity, keep_authenticated
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
-from wire.framing import frame
+from wire.errors import WireError
+from wire.framing import SIZE_PREFIX_BYTES, frame
 from wire.headers import RequestHeader, encode_request_header, parse_response_header
 
 __all__ = ["BrokerChannel"]
@@ -135,10 +136,10 @@ class BrokerChannel:
             return stream
 
     async def _read_responses(self, stream: trio.abc.Stream) -> None:
+        reader = FrameReader(stream)
         try:
             while True:
-                size = int.from_bytes(await receive_exactly(stream, 4), "big")
-                response = memoryview(await receive_exactly(stream, size))
+                response = memoryview(await reader.next_frame())[SIZE_PREFIX_BYTES:]
                 correlation_id = int.from_bytes(response[:4], "big", signed=True)
                 waiter = self._waiters.get(correlation_id)
                 if waiter is None:
@@ -147,7 +148,7 @@ class BrokerChannel:
                 _, start = parse_response_header(response, version)
                 waiter.body = response[start:]
                 waiter.done.set()
-        except (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError) as error:
+        except (PeerClosed, WireError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
             self._fail(stream, f"connection lost: {error}")
         finally:
             with trio.CancelScope(shield=True):

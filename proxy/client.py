@@ -70,7 +70,7 @@ from proxy.errors import (
     UpstreamFailed,
     UpstreamUnavailable,
 )
-from proxy.framed import FrameReader, PeerClosed, receive_exactly, receive_frame
+from proxy.framed import FrameReader, PeerClosed
 from proxy.held import FetchTicket, HeldRequests
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
@@ -90,7 +90,7 @@ from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
 from wire.framing import frame as framed
-from wire.framing import read_frame_size, size_prefix
+from wire.framing import size_prefix
 from wire.headers import (
     ResponseHeader,
     encode_request_header,
@@ -303,16 +303,17 @@ class ClientConnection:
         max_frame = int(services.config.memory.socket_request_max_bytes)
         pool, brokers, held = services.pool, services.brokers, self._held
         timeout = trio.CancelScope()
+        reader = FrameReader(self.client, max_frame)
         size = 0
         try:
             with services.drain.reading(), timeout:
                 while True:
                     size = 0  # between frames: the idle timeout applies
                     timeout.deadline = trio.current_time() + idle_s
-                    prefix = await self._read_size_prefix()
-                    if prefix is None:
+                    announced = await self._read_size(reader)
+                    if announced is None:
                         return
-                    size = _checked_size(prefix, max_frame)
+                    size = announced
                     arrival_s, ts = trio.current_time(), time.time()
                     timeout.deadline = math.inf  # muting is the proxy's doing, not the client's
                     # Muted time is time parked in the pool, not the checkpoint of a free
@@ -323,7 +324,7 @@ class ClientConnection:
                         muted_s = trio.current_time() - arrival_s
                     with lease:
                         timeout.deadline = trio.current_time() + frame_s
-                        frame = await self._read_body(prefix, size)
+                        frame = await self._read_body(reader, size)
                         timeout.deadline = math.inf
                         body = memoryview(frame)[_SIZE_BYTES:]
                         plan = plan_request(body, brokers)
@@ -431,19 +432,22 @@ class ClientConnection:
         if request_frame is not None:
             await upstream.send_all(request_frame)
 
-    async def _read_size_prefix(self) -> bytes | bytearray | None:
-        """The next frame's 4 size bytes, or None when the client closed between frames."""
+    async def _read_size(self, reader: FrameReader) -> int | None:
+        """The next frame's checked size, or None when the client closed between frames."""
         try:
-            return await receive_exactly(self.client, _SIZE_BYTES)
-        except PeerClosed as closed:
-            if closed.received == 0:
-                return None
+            size = await reader.next_size()
+        except PeerClosed:
             raise ClientClosed("client closed the connection inside a frame size") from None
+        if size is not None and size < _MIN_REQUEST_BYTES:
+            raise ClientProtocolError(
+                f"frame of {size} bytes is too short to hold a request header"
+            )
+        return size
 
-    async def _read_body(self, prefix: bytes | bytearray, size: int) -> bytearray:
+    async def _read_body(self, reader: FrameReader, size: int) -> bytearray:
         """The whole frame, prefix included, read straight into one buffer."""
         try:
-            return await receive_frame(self.client, bytes(prefix), size)
+            return await reader.finish()
         except PeerClosed as closed:
             raise ClientClosed(
                 f"client closed the connection after {closed.received} of {size} bytes"
@@ -642,14 +646,6 @@ class ClientConnection:
                 error_code=error_code,
             )
         )
-
-
-def _checked_size(prefix: bytes | bytearray, max_frame: int) -> int:
-    """The frame size a prefix announces, refused when no request could be that size."""
-    size = read_frame_size(prefix, max_frame)
-    if size < _MIN_REQUEST_BYTES:
-        raise ClientProtocolError(f"frame of {size} bytes is too short to hold a request header")
-    return size
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:

@@ -1,134 +1,159 @@
-# Strategy: Kafka frames are a 4-byte big-endian size and a body. KIP-72 wants the size read and
-# checked *before* any memory is committed to the body, so these readers never read past the
-# piece they were asked for: first exactly 4 bytes, then (after the caller has allocated from
-# the pool) exactly the body. Two receives per request is what Kafka's NetworkReceive does too.
+# Strategy: the trio side of framing; the framing itself is wire/framing.FrameDecoder in
+# whole-frame mode (one implementation for the codec's tests, the proxy and its helpers).
 #
-# The body goes straight from the kernel into the one buffer that holds the whole frame (size
-# prefix included) with recv_into, so forwarding a frame needs no join and no re-prefixing: the
-# same bytearray is written out as it came in. Streams that are not plain sockets (TLS, the
-# SASL wrapper of proxy/secure_upstream.py) go through receive_some and one copy per chunk.
-"""Exact-size reads of Kafka frames from a trio stream."""
+# KIP-72 wants the size read and checked *before* any memory is committed to the body, so the
+# reader never asks the stream for more than the piece it is on: first what is missing of the
+# 4-byte prefix (`next_size`, which returns the checked size), then, after the caller has
+# allocated from the pool, exactly the rest of that frame (`finish`). Two receives per request
+# is what Kafka's NetworkReceive does too.
+#
+# The decoder allocates the frame's one buffer (size prefix included) when the prefix is in, and
+# the body goes from the kernel straight into it with recv_into, so forwarding a frame needs no
+# join and no re-prefixing: the same bytearray is written out as it came in. Streams that are
+# not plain sockets (TLS, the SASL wrapper of proxy/secure_upstream.py, trio memory streams in
+# tests) go through receive_some and one copy per chunk.
+#
+# Every piece of partial progress lives in the decoder, so a read may be cancelled at any point
+# (a held produce's deadline) and the next call resumes where it stopped.
+"""Frames from a trio stream, read through wire's FrameDecoder: prefix first, then the body."""
 
 from __future__ import annotations
 
 import trio
 
-__all__ = ["FrameReader", "PeerClosed", "receive_exactly", "receive_frame"]
+from wire.framing import NEED_DATA, SIZE_PREFIX_BYTES, FrameDecoder
 
-_SIZE_BYTES = 4
+__all__ = ["UNBOUNDED_FRAME_BYTES", "FrameReader", "PeerClosed"]
+
+#: No limit but the wire's own (a signed 32-bit size): for answers from a trusted broker.
+UNBOUNDED_FRAME_BYTES = 2**31 - 1
 
 
 class PeerClosed(Exception):
-    """The peer closed its side; ``received`` bytes of the requested piece had arrived."""
+    """The peer closed its side; ``received`` bytes of the piece being read had arrived (of
+    the size prefix, or of the body once the size was read)."""
 
     def __init__(self, received: int) -> None:
         super().__init__(f"peer closed the connection after {received} bytes of a piece")
         self.received = received
 
 
-async def receive_exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes | bytearray:
-    """Read exactly ``size`` bytes.
-
-    Raises:
-        PeerClosed: the stream ended first (``received`` says how far it got, so the caller
-            can tell a clean close between frames from a truncated frame).
-    """
-    first = await stream.receive_some(size)
-    if len(first) == size:
-        return first
-    if not first:
-        raise PeerClosed(0)
-    chunks = [first]
-    have = len(first)
-    while have < size:
-        chunk = await stream.receive_some(size - have)
-        if not chunk:
-            raise PeerClosed(have)
-        chunks.append(chunk)
-        have += len(chunk)
-    return b"".join(chunks)
-
-
-async def _receive_into(stream: trio.abc.ReceiveStream, view: memoryview) -> int:
-    """Receive at most ``len(view)`` bytes into ``view``; 0 at end of stream.
-
-    Cancel-safe like the stream's own receive: nothing is taken unless it is returned.
-    """
-    if isinstance(stream, trio.SocketStream):
-        try:
-            received: int = await stream.socket.recv_into(view)
-        except OSError as error:  # the stream would translate this; we read its socket directly
-            raise trio.BrokenResourceError(f"socket failed: {error}") from error
-        return received
-    chunk = await stream.receive_some(len(view))
-    view[: len(chunk)] = chunk
-    return len(chunk)
-
-
-async def receive_frame(stream: trio.abc.ReceiveStream, size_prefix: bytes, size: int) -> bytearray:
-    """Read a ``size``-byte body into a new buffer that starts with its ``size_prefix``.
-
-    Returns the whole frame (prefix + body), ready to be written on unchanged.
-
-    Raises:
-        PeerClosed: the stream ended inside the body (``received`` counts body bytes).
-        trio.BrokenResourceError: the socket failed (the OS error is its cause).
-    """
-    frame = bytearray(_SIZE_BYTES + size)
-    frame[:_SIZE_BYTES] = size_prefix
-    view = memoryview(frame)
-    have = _SIZE_BYTES
-    end = _SIZE_BYTES + size
-    while have < end:
-        received = await _receive_into(stream, view[have:])
-        if not received:
-            raise PeerClosed(have - _SIZE_BYTES)
-        have += received
-    return frame
-
-
 class FrameReader:
-    """Reads one frame after another from a socket stream; safe to cancel at any point.
+    """Reads one frame after another from a stream; safe to cancel at any point.
 
-    Why: the proxy waits for an upstream answer under a deadline (a held produce's timeout),
-    and giving up must not lose the bytes of a frame already half read, or the connection falls
-    out of step. Partial progress lives here, not in a local variable, so the next call resumes
-    where the cancelled one stopped; trio's socket calls either complete or take nothing.
+    Args:
+        stream: what to read.
+        max_frame_bytes: larger sizes raise FrameTooLarge (``socket_request_max_bytes`` for
+            clients); negative sizes and TLS records raise their own WireErrors.
+
+    Error handling: the first WireError is final (the decoder refuses further calls).
     """
 
-    __slots__ = ("_frame", "_have", "_prefix", "_stream")
+    __slots__ = ("_decoder", "_ready", "_socket", "_stream")
 
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+    def __init__(
+        self, stream: trio.abc.ReceiveStream, max_frame_bytes: int = UNBOUNDED_FRAME_BYTES
+    ) -> None:
         self._stream = stream
-        self._prefix = bytearray()
-        self._frame: bytearray | None = None
-        self._have = 0
+        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._decoder = FrameDecoder(max_frame_bytes, whole_frames=True)
+        self._ready: bytearray | None = None  # a frame complete with its prefix (size 0)
+
+    async def next_size(self) -> int | None:
+        """The next frame's size, once its prefix is in (and checked); None when the stream
+        ended cleanly between frames. Reads nothing past the prefix.
+
+        Raises:
+            PeerClosed: the stream ended inside the prefix.
+            WireError: the size is negative, too large, or a TLS record header.
+        """
+        decoder = self._decoder
+        if decoder.buffered_bytes == 0 and decoder.pending_frame_size is None and (
+            self._ready is None
+        ):
+            # The common case, between frames: one receive brings the whole prefix.
+            chunk = await self._stream.receive_some(SIZE_PREFIX_BYTES)
+            if not chunk:
+                return None
+            decoder.receive_data(chunk)
+            out = decoder.next_frame()
+            if out is not NEED_DATA:  # an empty frame: complete with its prefix
+                assert isinstance(out, memoryview)
+                self._ready = _frame_of(out)
+                return 0
+            size = decoder.pending_frame_size
+            if size is not None:
+                return size
+            # a 1-3 byte read: the general path below reads the rest of the prefix
+        while True:
+            size = decoder.pending_frame_size
+            if size is not None or self._ready is not None:
+                return size if size is not None else 0
+            out = decoder.next_frame()
+            if out is not NEED_DATA:
+                assert isinstance(out, memoryview)
+                self._ready = _frame_of(out)  # an empty frame: complete with its prefix
+                continue
+            if decoder.pending_frame_size is not None:
+                continue
+            have = decoder.buffered_bytes
+            chunk = await self._stream.receive_some(SIZE_PREFIX_BYTES - have)
+            if not chunk:
+                if have == 0:
+                    return None
+                raise PeerClosed(have)
+            decoder.receive_data(chunk)
+
+    async def finish(self) -> bytearray:
+        """The rest of the frame whose size ``next_size`` returned: the whole frame, size
+        prefix included, in one buffer.
+
+        Raises:
+            PeerClosed: the stream ended inside the body (``received`` counts body bytes).
+            trio.BrokenResourceError: the socket failed (the OS error is its cause).
+        """
+        ready = self._ready
+        if ready is not None:
+            self._ready = None
+            return ready
+        decoder, socket = self._decoder, self._socket
+        while True:
+            buffer = decoder.frame_buffer()
+            if not buffer:
+                out = decoder.next_frame()
+                assert isinstance(out, memoryview)
+                return _frame_of(out)
+            if socket is not None:
+                try:
+                    received: int = await socket.recv_into(buffer)
+                except OSError as error:  # the stream would translate this; we read its socket
+                    raise trio.BrokenResourceError(f"socket failed: {error}") from error
+            else:
+                chunk = await self._stream.receive_some(len(buffer))
+                received = len(chunk)
+                buffer[:received] = chunk
+            if not received:
+                raise PeerClosed(decoder.buffered_bytes)
+            decoder.frame_filled(received)
+            if received == len(buffer):  # complete: skip asking for an empty buffer
+                out = decoder.next_frame()
+                assert isinstance(out, memoryview)
+                return _frame_of(out)
 
     async def next_frame(self) -> bytearray:
         """The next whole frame, size prefix included.
 
         Raises:
             PeerClosed: the stream ended (``received`` counts bytes of the unfinished piece).
+            WireError: a bad size prefix.
             trio.BrokenResourceError: the socket failed.
         """
-        frame = self._frame
-        if frame is None:
-            prefix = self._prefix
-            while len(prefix) < _SIZE_BYTES:
-                chunk = await self._stream.receive_some(_SIZE_BYTES - len(prefix))
-                if not chunk:
-                    raise PeerClosed(len(prefix))
-                prefix += chunk
-            frame = self._frame = bytearray(_SIZE_BYTES + int.from_bytes(prefix, "big"))
-            frame[:_SIZE_BYTES] = prefix
-            self._have = _SIZE_BYTES
-            prefix.clear()
-        view = memoryview(frame)
-        end = len(frame)
-        while self._have < end:
-            received = await _receive_into(self._stream, view[self._have :])
-            if not received:
-                raise PeerClosed(self._have - _SIZE_BYTES)
-            self._have += received
-        self._frame = None
-        return frame
+        if await self.next_size() is None:
+            raise PeerClosed(0)
+        return await self.finish()
+
+
+def _frame_of(view: memoryview) -> bytearray:
+    frame = view.obj  # whole-frame mode: a view of exactly the frame's own bytearray
+    assert isinstance(frame, bytearray) and len(frame) == len(view)
+    return frame

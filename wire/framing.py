@@ -11,6 +11,12 @@
 # spans chunks is assembled once into its own bytearray (a writable view). Either way
 # each byte is copied at most once, and every call is O(1) in the bytes buffered except
 # the one that assembles a spanning frame, which is O(frame size).
+#
+# Whole-frame mode (``whole_frames=True``, for a proxy that forwards frames unchanged): each
+# frame is returned *with* its size prefix, in one bytearray allocated when the prefix is read.
+# Bytes received after that go straight into it, and ``frame_buffer()`` exposes its unfilled tail
+# so the caller can receive into it directly (``recv_into``: no copy at all), reporting what
+# it wrote with ``frame_filled(n)``. The decoder still does no I/O: it hands out a buffer.
 """Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
 
 from __future__ import annotations
@@ -130,9 +136,21 @@ class FrameDecoder:
     Task safety: none; one decoder belongs to one connection's reader.
     """
 
-    __slots__ = ("_buffered", "_chunks", "_eof", "_failed", "_max", "_size")
+    __slots__ = (
+        "_buffered",
+        "_chunks",
+        "_eof",
+        "_failed",
+        "_filled",
+        "_frame",
+        "_max",
+        "_size",
+        "_whole",
+    )
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, *, whole_frames: bool = False
+    ) -> None:
         if max_frame_bytes < 0:
             raise LocalProtocolError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
         self._max = max_frame_bytes
@@ -141,6 +159,9 @@ class FrameDecoder:
         self._size: int | None = None
         self._eof = False
         self._failed: WireError | None = None
+        self._whole = whole_frames
+        self._frame: bytearray | None = None  # whole-frame mode: the frame being filled
+        self._filled = 0
 
     @property
     def max_frame_bytes(self) -> int:
@@ -158,7 +179,28 @@ class FrameDecoder:
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned in a frame (prefixes excluded once read)."""
-        return self._buffered
+        frame = self._frame
+        return self._buffered + (self._filled - SIZE_PREFIX_BYTES if frame is not None else 0)
+
+    def frame_buffer(self) -> memoryview:
+        """Whole-frame mode: the unfilled tail of the pending frame, to receive into directly.
+
+        Report the bytes written at its start with :meth:`frame_filled`.
+
+        Raises:
+            LocalProtocolError: not in whole-frame mode, or no frame size has been read yet.
+        """
+        frame = self._frame
+        if frame is None:
+            raise LocalProtocolError("frame_buffer() needs a pending frame in whole-frame mode")
+        return memoryview(frame)[self._filled :]
+
+    def frame_filled(self, count: int) -> None:
+        """Whole-frame mode: ``count`` bytes were written at the start of :meth:`frame_buffer`."""
+        frame = self._frame
+        if frame is None or not 0 <= count <= len(frame) - self._filled:
+            raise LocalProtocolError(f"frame_filled({count}) does not fit the pending frame")
+        self._filled += count
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes from the peer; ``b""`` marks the end of the stream.
@@ -171,6 +213,15 @@ class FrameDecoder:
         if not data:
             self._eof = True
             return
+        frame = self._frame
+        if frame is not None:  # whole-frame mode: straight into the pending frame
+            taken = min(len(data), len(frame) - self._filled)
+            view = memoryview(data)
+            frame[self._filled : self._filled + taken] = view[:taken]
+            self._filled += taken
+            if taken == len(data):
+                return
+            data = view[taken:]
         if not isinstance(data, bytes):
             data = bytes(data)
         self._chunks.append(memoryview(data))
@@ -181,7 +232,8 @@ class FrameDecoder:
 
         Returns:
             A memoryview of exactly one frame's payload (read-only when it is a view of a
-            received chunk, writable when it had to be assembled).
+            received chunk, writable when it had to be assembled); in whole-frame mode, of the
+            whole frame, size prefix included, always a writable bytearray's.
 
         Raises:
             NegativeFrameSize, FrameTooLarge, LooksLikeTLS: the size prefix is bad.
@@ -197,6 +249,8 @@ class FrameDecoder:
             raise
 
     def _next_frame(self) -> memoryview | _Sentinel:
+        if self._whole:
+            return self._next_whole_frame()
         size = self._size
         if size is None:
             if self._buffered < SIZE_PREFIX_BYTES:
@@ -222,6 +276,38 @@ class FrameDecoder:
             return NEED_DATA
         self._size = None
         return self._take(size)
+
+    def _next_whole_frame(self) -> memoryview | _Sentinel:
+        frame = self._frame
+        if frame is None:
+            if self._buffered < SIZE_PREFIX_BYTES:
+                if not self._eof:
+                    return NEED_DATA
+                if self._buffered == 0:
+                    return CLOSED
+                raise TruncatedFrame(f"stream ended inside a size prefix ({self._buffered} of 4)")
+            prefix = self._take(SIZE_PREFIX_BYTES)
+            (size,) = _SIZE.unpack_from(prefix)
+            if not 0 <= size <= self._max:
+                size = read_frame_size(prefix, self._max)  # raises the right error
+            frame = self._frame = bytearray(SIZE_PREFIX_BYTES + size)
+            frame[:SIZE_PREFIX_BYTES] = prefix
+            filled = SIZE_PREFIX_BYTES
+            if self._buffered:  # bytes past the prefix came with it
+                taken = min(self._buffered, size)
+                frame[filled : filled + taken] = self._take(taken)
+                filled += taken
+            self._filled = filled
+            self._size = size
+        if self._filled < len(frame):
+            if self._eof:
+                raise TruncatedFrame(
+                    f"stream ended {len(frame) - self._filled} bytes short of a frame"
+                )
+            return NEED_DATA
+        self._frame = None
+        self._size = None
+        return memoryview(frame)
 
     def _take(self, n: int) -> memoryview:
         """Remove and return the next n buffered bytes (a view when they are contiguous)."""

@@ -1,0 +1,59 @@
+"""FrameDecoder's whole-frame mode: frames with their size prefix, received into one buffer."""
+
+from __future__ import annotations
+
+import pytest
+
+from wire.errors import FrameTooLarge, LocalProtocolError, TruncatedFrame
+from wire.framing import CLOSED, NEED_DATA, FrameDecoder, frame
+
+FRAMES = [frame(b"abc"), frame(b""), frame(b"x" * 300)]
+STREAM = b"".join(FRAMES)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 5, 7, 64, len(STREAM)])
+def test_any_chunking_gives_whole_frames_prefix_included(chunk: int) -> None:
+    decoder = FrameDecoder(1000, whole_frames=True)
+    got = []
+    for start in range(0, len(STREAM), chunk):
+        decoder.receive_data(STREAM[start : start + chunk])
+        while isinstance(out := decoder.next_frame(), memoryview):
+            got.append(bytes(out))
+    decoder.receive_data(b"")
+    assert decoder.next_frame() is CLOSED
+    assert got == FRAMES
+
+
+def test_the_body_can_be_received_into_the_frame_buffer() -> None:
+    decoder = FrameDecoder(1000, whole_frames=True)
+    data = frame(b"hello world")
+    decoder.receive_data(data[:4])
+    assert decoder.next_frame() is NEED_DATA
+    assert decoder.pending_frame_size == 11
+    buffer = decoder.frame_buffer()
+    assert len(buffer) == 11
+    buffer[:5] = b"hello"
+    decoder.frame_filled(5)
+    assert decoder.next_frame() is NEED_DATA
+    assert decoder.buffered_bytes == 5
+    decoder.frame_buffer()[:6] = b" world"
+    decoder.frame_filled(6)
+    out = decoder.next_frame()
+    assert isinstance(out, memoryview) and not out.readonly and bytes(out) == data
+
+
+def test_misuse_and_bad_input_fail_as_in_the_default_mode() -> None:
+    decoder = FrameDecoder(10, whole_frames=True)
+    with pytest.raises(LocalProtocolError):
+        decoder.frame_buffer()
+    decoder.receive_data(frame(b"x" * 3)[:5])
+    assert decoder.next_frame() is NEED_DATA
+    with pytest.raises(LocalProtocolError):
+        decoder.frame_filled(3)  # only 2 bytes are missing
+    decoder.receive_data(b"")
+    with pytest.raises(TruncatedFrame):
+        decoder.next_frame()
+    too_large = FrameDecoder(10, whole_frames=True)
+    too_large.receive_data(frame(b"x" * 11))
+    with pytest.raises(FrameTooLarge):
+        too_large.next_frame()
