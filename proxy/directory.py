@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from proxy.partition_state import TopicNames
+from proxy.held.partition_state import TopicNames
 from proxy.routing import Address, Routing
 
 __all__ = ["BrokerDirectory", "BrokerPorts"]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from proxy.client_sasl import CLIENT_SASL_APIS, refuse_client_sasl
-from proxy.partition_state import TopicNames
+from proxy.held.partition_state import TopicNames
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
 from wire.codec import REQUEST_CLASSES, decode, decode_response, encode

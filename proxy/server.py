@@ -4,14 +4,14 @@
 #   ├── observers nursery: the request log's writer; it outlives the handlers so the records of
 #   │   draining connections are still written
 #   ├── services nursery: the held-requests service (purgatory clocks, per-broker watchers and
-#   │   channels: proxy/held.py), and the operators' HTTP endpoint (proxy/http.py) when
+#   │   channels: proxy/held/service.py), and the operators' HTTP endpoint (proxy/http.py) when
 #   │   [metrics] listen is set, so /readyz answers "shutting down" through the drain;
 #   │   cancelled once the handlers are done
-#   ├── handlers nursery: one task per client connection (proxy/client.py); it outlives the
-#   │   accept loops so in-flight requests can drain on shutdown
-#   └── accepting nursery (inside the shutdown scope): the listener service (proxy/listeners.py,
-#       which owns the accept loops in a nursery of its own), the metadata refresher
-#       (proxy/upstream.py) and the SIGHUP certificate reloader
+#   ├── handlers nursery: one task per client connection (proxy/connection/client.py); it
+#   │   outlives the accept loops so in-flight requests can drain on shutdown
+#   └── accepting nursery (inside the shutdown scope): the listener service
+#       (proxy/connection/listeners.py, which owns the accept loops in a nursery of its own),
+#       the metadata refresher (proxy/upstream/metadata.py) and the SIGHUP certificate reloader
 #
 # The collaborators are explicit: a ConnectionServices value (config, pool, metrics, observer,
 # broker directory, routing, dialer, held requests, drain) is what every connection gets; no
@@ -29,25 +29,30 @@ from pathlib import Path
 
 import trio
 
-from proxy.client import ConnectionServices
 from proxy.config import Config, parse_host_port
-from proxy.dialer import Dialer, UpstreamDialer
+from proxy.connection.client import ConnectionServices
+from proxy.connection.drain import Drain
+from proxy.connection.listeners import (
+    ListenerFactory,
+    Listeners,
+    SocketListeners,
+    bind_socket_listener,
+)
 from proxy.directory import BrokerDirectory
-from proxy.drain import Drain
 from proxy.errors import StartupError
-from proxy.held import HeldRequests
+from proxy.held.partition_state import TopicNames
+from proxy.held.service import HeldRequests
 from proxy.http import serve_http
-from proxy.listeners import ListenerFactory, Listeners, SocketListeners, bind_socket_listener
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.observer import Observer
-from proxy.partition_state import TopicNames
 from proxy.readiness import Readiness
 from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.secure_upstream import UpstreamSecurity
 from proxy.tls import ServerTls
-from proxy.upstream import refresh_metadata_forever
+from proxy.upstream.dialer import Dialer, UpstreamDialer
+from proxy.upstream.metadata import refresh_metadata_forever
 
 __all__ = ["Running", "serve"]
 

@@ -9,9 +9,9 @@ import trio
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from proxy.broker_channel import BrokerChannel
 from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
+from proxy.upstream.broker_channel import BrokerChannel
 from tests.support.processes import Broker, free_port, running_tansu
 from wire.messages import (
     ApiVersionsRequest,

@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 from proxy.config import Config
-from proxy.listeners import AnyListener
+from proxy.connection.listeners import AnyListener
 from proxy.server import Running, serve
 from tests.support.scripted_broker import BROKER, NODE_ID, ScriptedBroker, ScriptedDialer
 from wire.apis import response_header_version

@@ -1,11 +1,11 @@
-"""The sans-I/O Connection (proxy/connection.py): owed order, upstream matching, close reasons.
-No trio, no streams: requests in, decisions out."""
+"""The sans-I/O Connection (proxy/connection/state.py): owed order, upstream matching, close
+reasons. No trio, no streams: requests in, decisions out."""
 
 from __future__ import annotations
 
 import pytest
 
-from proxy.connection import (
+from proxy.connection.state import (
     NEED_REQUEST,
     REQUESTS_DONE,
     Arrival,

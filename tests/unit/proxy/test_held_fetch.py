@@ -9,8 +9,9 @@ from uuid import UUID
 import trio
 import trio.testing
 
-from proxy.delayed import DelayedFetch, DelayedProduce
-from proxy.fetch_answer import (
+from proxy.framed import FrameReader
+from proxy.held.delayed import DelayedFetch, DelayedProduce
+from proxy.held.fetch_answer import (
     FetchResults,
     build_response,
     has_unread_records,
@@ -19,9 +20,8 @@ from proxy.fetch_answer import (
     satisfied,
     upstream_request,
 )
-from proxy.fetch_session import ContextKind, FetchSessionCache
-from proxy.framed import FrameReader
-from proxy.partition_state import PartitionStates, TopicNames
+from proxy.held.fetch_session import ContextKind, FetchSessionCache
+from proxy.held.partition_state import PartitionStates, TopicNames
 from proxy.purgatory import Purgatory, current_time_ms
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData

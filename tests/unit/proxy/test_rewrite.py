@@ -18,7 +18,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse as 
 from kafka.protocol.metadata.metadata import MetadataResponse as KpMetadata
 from kafka.protocol.producer.produce import ProduceResponse as KpProduce
 
-from proxy.partition_state import TopicNames
+from proxy.held.partition_state import TopicNames
 from proxy.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, response_header_version

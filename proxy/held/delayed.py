@@ -1,6 +1,6 @@
 # Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce.
 #
-# Both are synchronous state checks over data the proxy already has (proxy/partition_state.py);
+# Both are synchronous state checks over data the proxy already has (proxy/held/partition_state.py);
 # neither ever awaits (the purgatory's contract). Whoever holds one awaits its `done` event.
 #
 # - DelayedFetch watches its partitions. It completes when one of them has something the client
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import trio
 
-from proxy.partition_state import PartitionKey, PartitionStates
+from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.purgatory import DelayedOperation
 
 __all__ = ["DelayedFetch", "DelayedProduce"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
-from proxy.held import FetchTicket
+from proxy.held.service import FetchTicket
 from proxy.rewrite import ProducedPartitions, RequestPlan
 
 __all__ = [

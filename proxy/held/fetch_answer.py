@@ -1,4 +1,4 @@
-# Strategy: a client fetch, once its session context is known (proxy/fetch_session.py), is
+# Strategy: a client fetch, once its session context is known (proxy/held/fetch_session.py), is
 # answered from sessionless upstream fetches. This module is the pure part of that: which
 # upstream request to send, what an upstream answer teaches the proxy, whether it satisfies the
 # client, and the response the client gets. No trio, no sockets (like wire/).
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from uuid import UUID
 
-from proxy.fetch_session import FetchContext, PartitionNews
-from proxy.partition_state import PartitionKey, PartitionStates, TopicNames, readable_end
+from proxy.held.fetch_session import FetchContext, PartitionNews
+from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames, readable_end
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import (
     FetchableTopicResponse,

@@ -29,7 +29,7 @@ from typing import NoReturn, Protocol, cast
 
 import trio
 
-from proxy.client import ClientConnection, ConnectionServices
+from proxy.connection.client import ClientConnection, ConnectionServices
 from proxy.errors import StartupError
 from proxy.metrics import Metrics
 from proxy.routing import Address

@@ -1,6 +1,6 @@
 # Strategy: one client connection = two thin I/O pumps in one nursery around a sans-I/O
-# Connection (proxy/connection.py), which owns the queue of owed responses and matches upstream
-# answers by correlation id.
+# Connection (proxy/connection/state.py), which owns the queue of owed responses and matches
+# upstream answers by correlation id.
 #
 #   request pump:  read size -> check -> allocate from the pool (the KIP-72 mute) -> read body
 #                  -> plan (forward / answer locally / hold / close) -> owe a slot -> write
@@ -13,7 +13,7 @@
 # correlation ids pass through unchanged. acks=0 produces are owed nothing (Kafka sends no
 # response; an answer Tansu sends anyway is skipped by the Connection).
 #
-# Held requests (issue 6, proxy/held.py; off with [fetch] hold = false):
+# Held requests (issue 6, proxy/held/service.py; off with [fetch] hold = false):
 #   - a Fetch on a broker port is answered by the proxy: the request pump applies it to the
 #     proxy's fetch session and sends a sessionless first look upstream unless the proxy knows
 #     there is nothing new; the response pump reads that answer in turn and HeldRequests.answer
@@ -44,7 +44,8 @@ from dataclasses import dataclass
 import trio
 
 from proxy.config import Config
-from proxy.connection import (
+from proxy.connection.drain import Drain
+from proxy.connection.state import (
     NEED_REQUEST,
     REQUESTS_DONE,
     Arrival,
@@ -56,9 +57,6 @@ from proxy.connection import (
     Slot,
     Unanswered,
 )
-from proxy.delayed import DelayedProduce
-from proxy.dialer import Dialer
-from proxy.drain import Drain
 from proxy.error_peek import peek_error_code
 from proxy.errors import (
     ClientClosed,
@@ -71,7 +69,8 @@ from proxy.errors import (
     UpstreamUnavailable,
 )
 from proxy.framed import FrameReader, PeerClosed
-from proxy.held import FetchTicket, HeldRequests
+from proxy.held.delayed import DelayedProduce
+from proxy.held.service import FetchTicket, HeldRequests
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.observer import Observer
@@ -86,6 +85,7 @@ from proxy.rewrite import (
     rewrite_response,
 )
 from proxy.routing import Address, Routing
+from proxy.upstream.dialer import Dialer
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
@@ -103,7 +103,7 @@ from wire.messages.fetch_response import FetchResponse
 
 __all__ = ["ClientConnection", "ConnectionServices"]
 
-log = logging.getLogger("purgatory_proxy.client")
+log = logging.getLogger("purgatory_proxy.connection.client")
 
 _SIZE_BYTES = 4
 #: api key, api version and correlation id: no request is shorter.
@@ -119,7 +119,7 @@ class ConnectionServices:
 
     Attributes:
         brokers: the rewriter's view of brokers (advertising returns a port, binds nothing
-            it has to start: proxy/listeners.py).
+            it has to start: proxy/connection/listeners.py).
         routing: where a connection on a broker's port (or the bootstrap port) goes upstream.
         bootstrap: the configured upstream bootstrap servers.
         held: held fetches and produces; None when ``[fetch] hold = false``.

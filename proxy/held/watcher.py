@@ -24,12 +24,12 @@ import logging
 
 import trio
 
-from proxy.broker_channel import BrokerChannel
 from proxy.errors import UpstreamUnavailable
-from proxy.fetch_answer import FetchResults, learn
+from proxy.held.fetch_answer import FetchResults, learn
+from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.metrics import Metrics
-from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.purgatory import Purgatory, current_time_ms
+from proxy.upstream.broker_channel import BrokerChannel
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 

@@ -8,11 +8,11 @@
 #       └── watcher + its channel      UpstreamWatcher (its long-polls need a connection of
 #                                      their own: a broker answers a connection in order)
 #
-# A client connection (proxy/client.py) calls `plan` when a Fetch arrives (session bookkeeping,
-# and whether the broker must be asked at all), sends the immediate upstream fetch on its own
-# upstream connection when it must, and then `answer` produces the client's response, holding
-# the fetch in the purgatory as long as Kafka would. `hold_produce` registers a produce waiting
-# for its answer; `produced` is the produce side's wake-up of held fetches.
+# A client connection (proxy/connection/client.py) calls `plan` when a Fetch arrives (session
+# bookkeeping, and whether the broker must be asked at all), sends the immediate upstream fetch
+# on its own upstream connection when it must, and then `answer` produces the client's
+# response, holding the fetch in the purgatory as long as Kafka would. `hold_produce` registers
+# a produce waiting for its answer; `produced` is the produce side's wake-up of held fetches.
 #
 # Collaborators come in explicitly (config sections, pool, metrics, topic names, where each
 # broker is, how to dial it): this module knows nothing of the server that wires it.
@@ -27,12 +27,10 @@ from typing import Protocol
 
 import trio
 
-from proxy.broker_channel import BrokerChannel
 from proxy.config import Config
-from proxy.delayed import DelayedFetch, DelayedProduce
-from proxy.dialer import Dialer
 from proxy.errors import UpstreamUnavailable
-from proxy.fetch_answer import (
+from proxy.held.delayed import DelayedFetch, DelayedProduce
+from proxy.held.fetch_answer import (
     FetchResults,
     build_response,
     canonical,
@@ -43,19 +41,21 @@ from proxy.fetch_answer import (
     satisfied,
     upstream_request,
 )
-from proxy.fetch_session import ContextKind, FetchContext, FetchSessionCache
+from proxy.held.fetch_session import ContextKind, FetchContext, FetchSessionCache
+from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.watcher import UpstreamWatcher
 from proxy.memory import Lease, MemoryPool
 from proxy.metrics import Metrics
-from proxy.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.routing import Address
-from proxy.upstream_watcher import UpstreamWatcher
+from proxy.upstream.broker_channel import BrokerChannel
+from proxy.upstream.dialer import Dialer
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
 __all__ = ["BrokerAddresses", "FetchTicket", "HeldRequests"]
 
-log = logging.getLogger("purgatory_proxy.held")
+log = logging.getLogger("purgatory_proxy.held.service")
 
 #: Connections per broker for re-fetches after wake-ups.
 _REFETCH_CHANNELS = 4
@@ -69,7 +69,7 @@ class FetchTicket:
         request: the client's request, decoded.
         version: its Fetch version (the upstream fetches use the same one).
         node_id: the broker it was sent to.
-        context: its session context (proxy/fetch_session.py).
+        context: its session context (proxy/held/fetch_session.py).
         deadline_ms: arrival + max_wait_ms, on the purgatory's clock.
         ask_upstream: an immediate fetch must go upstream (False: the proxy knows there is
             nothing new, or the context is a session error).

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import trio
 
-from proxy.dialer import Dialer, UpstreamDialer
 from proxy.errors import UpstreamUnavailable
 from proxy.framed import FrameReader, PeerClosed
 from proxy.routing import Address
 from proxy.secure_upstream import UpstreamSecurity, keep_authenticated
+from proxy.upstream.dialer import Dialer, UpstreamDialer
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
 from wire.errors import WireError
@@ -35,7 +35,7 @@ from wire.headers import RequestHeader, encode_request_header, parse_response_he
 
 __all__ = ["BrokerChannel"]
 
-log = logging.getLogger("purgatory_proxy.broker_channel")
+log = logging.getLogger("purgatory_proxy.upstream.broker_channel")
 
 #: The client id of the proxy's own requests, so broker logs can tell them apart.
 CLIENT_ID = "purgatory-proxy"

@@ -18,14 +18,14 @@ from typing import NoReturn
 
 import trio
 
-from proxy.broker_channel import BrokerChannel
-from proxy.dialer import Dialer
 from proxy.directory import BrokerDirectory
 from proxy.errors import UpstreamUnavailable
 from proxy.metrics import Metrics
 from proxy.readiness import Readiness
 from proxy.routing import Address
 from proxy.secure_upstream import SaslAuthenticationFailed
+from proxy.upstream.broker_channel import BrokerChannel
+from proxy.upstream.dialer import Dialer
 from wire.apis import ApiKey
 from wire.errors import WireError
 from wire.messages import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
