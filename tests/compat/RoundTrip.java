@@ -65,6 +65,19 @@ public final class RoundTrip {
         System.exit(complete ? 0 : 2);
     }
 
+    /** Client settings from the properties file named by $COMPAT_CLIENT_PROPERTIES (TLS). */
+    private static void addClientProperties(Properties props) {
+        String path = System.getenv("COMPAT_CLIENT_PROPERTIES");
+        if (path == null || path.isEmpty()) {
+            return;
+        }
+        try (java.io.FileInputStream in = new java.io.FileInputStream(path)) {
+            props.load(in);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     private static List<String[]> readRecords() throws Exception {
         List<String[]> records = new ArrayList<>();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -77,6 +90,7 @@ public final class RoundTrip {
     private static void createTopic(String bootstrap, String topic, int partitions) throws Exception {
         Properties props = new Properties();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        addClientProperties(props);
         try (Admin admin = Admin.create(props)) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
         }
@@ -86,6 +100,7 @@ public final class RoundTrip {
     private static void produce(String bootstrap, String topic, List<String[]> records) throws Exception {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        addClientProperties(props);
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
@@ -111,6 +126,7 @@ public final class RoundTrip {
             long deadline) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        addClientProperties(props);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");

@@ -15,6 +15,7 @@ import time
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from tests.compat import _tls
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
 __all__ = ["run"]
@@ -40,12 +41,13 @@ async def _run(job: Job) -> ClientReport:
             "enable_idempotence": "False (InitProducerId fails against Tansu)",
             "session_timeout_ms": str(job.session_timeout_ms),
             "heartbeat_interval_ms": str(job.session_timeout_ms // 4),
-        },
+        }
+        | _tls.settings(job.tls),
     )
 
 
 async def _create(job: Job) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=job.bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=job.bootstrap, **_tls.aiokafka_options(job.tls))
     await admin.start()
     try:
         response = await admin.create_topics([NewTopic(job.topic, job.partitions, 1)])
@@ -59,7 +61,11 @@ async def _create(job: Job) -> None:
 
 async def _produce(job: Job) -> tuple[Delivered, ...]:
     producer = AIOKafkaProducer(
-        bootstrap_servers=job.bootstrap, acks="all", enable_idempotence=False, linger_ms=5
+        bootstrap_servers=job.bootstrap,
+        acks="all",
+        enable_idempotence=False,
+        linger_ms=5,
+        **_tls.aiokafka_options(job.tls),
     )
     await producer.start()
     try:
@@ -87,6 +93,7 @@ async def _consume(job: Job, deadline: float) -> tuple[Consumed, ...]:
         enable_auto_commit=False,
         session_timeout_ms=job.session_timeout_ms,
         heartbeat_interval_ms=job.session_timeout_ms // 4,
+        **_tls.aiokafka_options(job.tls),
     )
     await consumer.start()
     try:

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic  # what confluent_kafka.admin re-exports
 
+from tests.compat import _tls
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job, Record
 
 __all__ = ["run"]
@@ -35,12 +36,13 @@ def run(job: Job) -> ClientReport:
             "enable.idempotence": "true",
             "session.timeout.ms": str(job.session_timeout_ms),
             "heartbeat.interval.ms": str(job.session_timeout_ms // 4),
-        },
+        }
+        | _tls.settings(job.tls),
     )
 
 
 def _create(job: Job) -> None:
-    admin = AdminClient({"bootstrap.servers": job.bootstrap})
+    admin = AdminClient({"bootstrap.servers": job.bootstrap, **_tls.librdkafka_config(job.tls)})
     futures = admin.create_topics([NewTopic(job.topic, job.partitions, 1)])
     for future in futures.values():
         try:
@@ -56,6 +58,7 @@ def _produce(job: Job) -> tuple[Delivered, ...]:
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
+            **_tls.librdkafka_config(job.tls),
         }
     )
     delivered: list[Delivered] = []
@@ -91,6 +94,7 @@ def _consume(job: Job, deadline: float) -> tuple[Consumed, ...]:
             "enable.auto.commit": False,
             "session.timeout.ms": job.session_timeout_ms,
             "heartbeat.interval.ms": job.session_timeout_ms // 4,
+            **_tls.librdkafka_config(job.tls),
         }
     )
     try:

@@ -18,17 +18,24 @@ import time
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 from tests.compat._model import ClientFailed, Consumed, Observation
+from tests.compat._tls import ClientTls, kafka_python_options
 
 __all__ = ["create_topic", "observe"]
 
 
-def create_topic(client: str, bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(
+    client: str, bootstrap: str, topic: str, partitions: int, tls: ClientTls | None = None
+) -> None:
     """Create ``topic`` with kafka-python's admin, for clients that have no admin API (kcat).
 
     Raises:
         ClientFailed: the broker refused (stage "create").
     """
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"compat-admin-{client}")
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        client_id=f"compat-admin-{client}",
+        **kafka_python_options(tls),
+    )
     try:
         response = admin.create_topics(
             {topic: {"num_partitions": partitions, "replication_factor": 1}},

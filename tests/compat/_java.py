@@ -25,9 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.compat import _tls
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
-__all__ = ["compiled_classes", "java_classpath", "java_command", "run"]
+__all__ = ["compiled_classes", "java_classpath", "java_command", "parse_events", "run"]
 
 CLIENT = "java"
 SOURCE = Path(__file__).with_name("RoundTrip.java")
@@ -46,18 +47,29 @@ def run(job: Job) -> ClientReport:
     )  # fmt: skip
     lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
     started = time.monotonic()
-    try:
-        proc = subprocess.run(
-            command,
-            input=lines,
-            capture_output=True,
-            text=True,
-            timeout=job.deadline_s + 30,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ClientFailed(CLIENT, "consume", f"JVM still running at the deadline: {exc}") from exc
-    produced, consumed, created = _parse(proc.stdout)
+    with tempfile.TemporaryDirectory(prefix="compat-java-") as scratch:
+        # TLS settings reach every client in RoundTrip.java through a properties file.
+        properties = _tls.java_properties(job.tls, Path(scratch))
+        env = dict(os.environ)
+        if properties:
+            path = Path(scratch) / "client.properties"
+            path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+            env["COMPAT_CLIENT_PROPERTIES"] = str(path)
+        try:
+            proc = subprocess.run(
+                command,
+                input=lines,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=job.deadline_s + 30,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ClientFailed(
+                CLIENT, "consume", f"JVM still running at the deadline: {exc}"
+            ) from exc
+    produced, consumed, created = parse_events(proc.stdout)
     if proc.returncode != 0:
         stage = "consume"
         if len(produced) < len(job.records):
@@ -74,7 +86,8 @@ def run(job: Job) -> ClientReport:
             "session.timeout.ms": str(job.session_timeout_ms),
             "heartbeat.interval.ms": str(job.session_timeout_ms // 4),
             "jvm": " ".join(_JVM_FLAGS) + f" (JVM run took {time.monotonic() - started:.1f} s)",
-        },
+        }
+        | _tls.settings(job.tls),
     )
 
 
@@ -163,9 +176,11 @@ def _tool(name: str) -> str:
     return path
 
 
-def _parse(
+def parse_events(
     stdout: str,
 ) -> tuple[tuple[Delivered, ...], tuple[Consumed, ...], bool]:
+    """Produced and consumed records and whether the topic was created, from the event lines
+    RoundTrip.java and sarama/roundtrip.go print (one protocol for both)."""
     produced: list[Delivered] = []
     consumed: list[Consumed] = []
     created = False

@@ -11,6 +11,7 @@ import time
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
+from tests.compat import _tls
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
 __all__ = ["run"]
@@ -32,12 +33,17 @@ def run(job: Job) -> ClientReport:
             "enable_idempotence": "True",
             "session_timeout_ms": str(job.session_timeout_ms),
             "heartbeat_interval_ms": str(job.session_timeout_ms // 4),
-        },
+        }
+        | _tls.settings(job.tls),
     )
 
 
 def _create(job: Job) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=job.bootstrap, client_id="compat-kafka-python")
+    admin = KafkaAdminClient(
+        bootstrap_servers=job.bootstrap,
+        client_id="compat-kafka-python",
+        **_tls.kafka_python_options(job.tls),
+    )
     try:
         response = admin.create_topics(
             {job.topic: {"num_partitions": job.partitions, "replication_factor": 1}},
@@ -52,7 +58,11 @@ def _create(job: Job) -> None:
 
 def _produce(job: Job) -> tuple[Delivered, ...]:
     producer = KafkaProducer(
-        bootstrap_servers=job.bootstrap, acks="all", enable_idempotence=True, linger_ms=5
+        bootstrap_servers=job.bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=5,
+        **_tls.kafka_python_options(job.tls),
     )
     try:
         futures = [
@@ -82,6 +92,7 @@ def _consume(job: Job, deadline: float) -> tuple[Consumed, ...]:
         enable_auto_commit=False,
         session_timeout_ms=job.session_timeout_ms,
         heartbeat_interval_ms=job.session_timeout_ms // 4,
+        **_tls.kafka_python_options(job.tls),
     )
     try:
         consumed: list[Consumed] = []

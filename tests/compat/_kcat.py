@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
+from tests.compat import _tls
 from tests.compat._direct import create_topic
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
@@ -47,7 +48,7 @@ def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
     deadline = time.monotonic() + job.deadline_s
     kcat, env, settings = kcat_environment(client, librdkafka)
     _metadata(client, kcat, env, job)
-    create_topic(client, job.bootstrap, job.topic, job.partitions)
+    create_topic(client, job.bootstrap, job.topic, job.partitions, job.tls)
     produced = _produce(client, kcat, env, job, deadline)
     consumed = _consume(client, kcat, env, job, deadline)
     settings |= {
@@ -57,7 +58,7 @@ def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
         f" -X heartbeat.interval.ms={job.session_timeout_ms // 4}",
         "commit": "auto-commit, flushed when kcat closes (kcat has no explicit commit)",
         "admin": "none in kcat: topic created with kafka-python's admin",
-    }
+    } | _tls.settings(job.tls)
     return ClientReport(produced, consumed, settings)
 
 
@@ -122,7 +123,7 @@ def _wheel_library_dir(client: str) -> Path:
 
 def _metadata(client: str, kcat: str, env: dict[str, str], job: Job) -> None:
     proc = subprocess.run(
-        [kcat, "-L", "-b", job.bootstrap, "-m", str(_METADATA_TIMEOUT_S)],
+        [kcat, "-L", "-b", job.bootstrap, *_tls_args(job), "-m", str(_METADATA_TIMEOUT_S)],
         env=env,
         capture_output=True,
         text=True,
@@ -138,7 +139,7 @@ def _produce(
 ) -> tuple[Delivered, ...]:
     lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
     command = [
-        kcat, "-P", "-b", job.bootstrap, "-t", job.topic, "-K", "\t",
+        kcat, "-P", "-b", job.bootstrap, *_tls_args(job), "-t", job.topic, "-K", "\t",
         "-X", "acks=all", "-X", "enable.idempotence=true",
         "-X", f"message.timeout.ms={int(job.deadline_s * 1000)}",
         "-vv",
@@ -161,7 +162,7 @@ def _consume(
     client: str, kcat: str, env: dict[str, str], job: Job, deadline: float
 ) -> tuple[Consumed, ...]:
     command = [
-        kcat, "-G", job.group, "-b", job.bootstrap, "-c", str(len(job.records)),
+        kcat, "-G", job.group, "-b", job.bootstrap, *_tls_args(job), "-c", str(len(job.records)),
         "-X", "auto.offset.reset=earliest",
         "-X", f"session.timeout.ms={job.session_timeout_ms}",
         "-X", f"heartbeat.interval.ms={job.session_timeout_ms // 4}",
@@ -198,6 +199,11 @@ def _run(
         )
     except subprocess.TimeoutExpired as exc:
         raise ClientFailed(client, stage, f"kcat still running at the deadline: {exc}") from exc
+
+
+def _tls_args(job: Job) -> list[str]:
+    """``-X key=value`` for the job's TLS (librdkafka's own property names)."""
+    return [arg for k, v in _tls.librdkafka_config(job.tls).items() for arg in ("-X", f"{k}={v}")]
 
 
 def _tail(text: str, lines: int = 5) -> str:

@@ -12,10 +12,11 @@ import time
 import uuid
 from collections.abc import Callable
 
-from tests.compat import _aiokafka, _confluent, _java, _kafka_python, _kcat
+from tests.compat import _aiokafka, _confluent, _java, _kafka_python, _kcat, _sarama
 from tests.compat._check import check_roundtrip
 from tests.compat._direct import observe
 from tests.compat._model import ClientReport, Job, Result, make_records
+from tests.compat._tls import ClientTls
 
 __all__ = ["CLIENTS", "DRIVERS", "roundtrip_and_check", "run_roundtrip"]
 
@@ -27,6 +28,7 @@ DRIVERS: dict[str, Driver] = {
     "confluent-kafka": _confluent.run,
     "kcat": functools.partial(_kcat.run, librdkafka="wheel"),
     "java": _java.run,
+    "sarama": _sarama.run,
     # Debian's kcat on Debian's librdkafka 2.0.2: reported, not required (see the tests).
     "kcat-debian": functools.partial(_kcat.run, librdkafka="debian"),
 }
@@ -42,6 +44,7 @@ def run_roundtrip(
     n: int = 1000,
     partitions: int = 3,
     group: str | None = None,
+    tls: ClientTls | None = None,
 ) -> Result:
     """Run ``client``'s full round trip against ``bootstrap`` (a broker or a proxy).
 
@@ -52,20 +55,26 @@ def run_roundtrip(
         n: records to produce (keys repeat every 100 records, values are unique).
         partitions: partitions of the new topic.
         group: consumer group; defaults to ``"<topic>-group"``.
+        tls: the client's TLS to ``bootstrap``; None = plaintext.
 
     Raises:
         ClientFailed: the client could not complete a stage.
         KeyError: unknown client.
     """
     driver = DRIVERS[client]
-    job = Job(bootstrap, topic, partitions, group or f"{topic}-group", make_records(n))
+    job = Job(bootstrap, topic, partitions, group or f"{topic}-group", make_records(n), tls=tls)
     started = time.monotonic()
     report = driver(job)
     return Result(client, job, report, time.monotonic() - started)
 
 
 def roundtrip_and_check(
-    client: str, bootstrap: str, direct_bootstrap: str, n: int = 1000, partitions: int = 3
+    client: str,
+    bootstrap: str,
+    direct_bootstrap: str,
+    n: int = 1000,
+    partitions: int = 3,
+    tls: ClientTls | None = None,
 ) -> tuple[Result, list[str]]:
     """Round trip on ``bootstrap`` against a fresh topic, checked on ``direct_bootstrap``.
 
@@ -76,5 +85,5 @@ def roundtrip_and_check(
         ClientFailed: the client could not complete a stage.
     """
     topic = f"compat-{client}-{uuid.uuid4().hex[:12]}"
-    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions)
+    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls)
     return result, check_roundtrip(result, observe(direct_bootstrap, topic, result.job.group))

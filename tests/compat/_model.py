@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tests.compat._tls import ClientTls
+
 __all__ = [
     "DEADLINE_S",
     "SESSION_TIMEOUT_MS",
@@ -84,6 +86,8 @@ class Job:
     records: tuple[Record, ...]
     session_timeout_ms: int = SESSION_TIMEOUT_MS
     deadline_s: float = DEADLINE_S
+    #: TLS to ``bootstrap``; None = plaintext.
+    tls: ClientTls | None = None
 
 
 @dataclass(frozen=True)
