@@ -1,0 +1,125 @@
+# Strategy: Go's sarama as the sixth client, from Debian only (golang-go and
+# golang-github-shopify-sarama-dev: `apt-get install golang-go golang-github-shopify-sarama-dev`,
+# about 300 MB, not in scripts/install-system-deps.sh while no test runs it): the program
+# in sarama/roundtrip.go is built offline in GOPATH mode (GO111MODULE=off,
+# GOPATH=/usr/share/gocode, where Debian puts Go library sources), once per source hash, into
+# the per-user temp directory, then run like the Java client: records on stdin, one
+# tab-separated line per event on stdout (the same protocol as RoundTrip.java).
+#
+# Debian's sarama is 1.22.1 (2019): it speaks Kafka 2.0 request versions (config.Version
+# V2_0_0_0), has no ApiVersions negotiation, and its idempotent producer needs settings
+# (one in-flight request) that change what is tested, so it produces with acks=all only.
+#
+# Not in CLIENTS: against Tansu 0.6 sarama 1.22 cannot finish a group round trip, directly or
+# through the proxy (JoinGroup answered MEMBER_ID_REQUIRED at v2, which sarama 1.22 does not
+# handle; see sarama/roundtrip.go). `python -m tests.compat` and run_roundtrip("sarama", ...)
+# still run it, for a real Kafka (KAFKA_BOOTSTRAP) or a later Tansu.
+"""sarama's round trip (Go, built offline from Debian's packages)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests.compat._java import parse_events
+from tests.compat._model import ClientFailed, ClientReport, Job
+
+__all__ = ["run", "sarama_binary"]
+
+CLIENT = "sarama"
+SOURCE = Path(__file__).with_name("sarama") / "roundtrip.go"
+GOPATH = Path("/usr/share/gocode")
+
+
+def sarama_binary() -> Path:
+    """The built round-trip program; built on a miss.
+
+    Raises:
+        ClientFailed: go or Debian's sarama sources are missing, or the build failed (stage
+            "setup", with the compiler's last lines).
+    """
+    go = shutil.which("go")
+    if go is None or not (GOPATH / "src/github.com/Shopify/sarama").is_dir():
+        raise ClientFailed(
+            CLIENT,
+            "setup",
+            "go or /usr/share/gocode/src/github.com/Shopify/sarama missing: "
+            "apt-get install golang-go golang-github-shopify-sarama-dev",
+        )
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    cache = Path(tempfile.gettempdir()) / f"purgatory-proxy-compat-{os.getuid()}" / "sarama"
+    binary = cache / f"roundtrip-{digest}"
+    if binary.exists():
+        return binary
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = cache / f".roundtrip-{os.getpid()}"
+    env = {
+        **os.environ,
+        "GO111MODULE": "off",
+        "GOPATH": str(GOPATH),
+        "GOFLAGS": "",
+        "GOCACHE": str(cache / "gocache"),
+    }
+    built = subprocess.run(
+        [go, "build", "-o", str(staging), SOURCE.name],
+        cwd=SOURCE.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if built.returncode != 0:
+        tail = " | ".join(built.stderr.strip().splitlines()[-8:])
+        raise ClientFailed(CLIENT, "setup", f"go build failed: {tail}")
+    os.replace(staging, binary)
+    return binary
+
+
+def run(job: Job) -> ClientReport:
+    """Create (ClusterAdmin), produce (SyncProducer, acks=all), consume in a group, commit."""
+    binary = sarama_binary()
+    command = [
+        str(binary), job.bootstrap, job.topic, str(job.partitions), job.group,
+        str(job.session_timeout_ms), str(int(job.deadline_s * 1000)),
+    ]  # fmt: skip
+    if job.tls is not None:
+        command.append(job.tls.ca_file)
+        if job.tls.cert_file:
+            command += [job.tls.cert_file, job.tls.key_file]
+    lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            command,
+            input=lines,
+            capture_output=True,
+            text=True,
+            timeout=job.deadline_s + 30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ClientFailed(CLIENT, "consume", f"still running at the deadline: {exc}") from exc
+    produced, consumed, created = parse_events(proc.stdout)
+    if proc.returncode != 0:
+        stage = "consume"
+        if len(produced) < len(job.records):
+            stage = "produce" if created else "create"
+        stderr = " | ".join(proc.stderr.strip().splitlines()[-8:])
+        raise ClientFailed(CLIENT, stage, f"exit {proc.returncode}: {stderr}")
+    settings = {
+        "sarama": "1.22.1 (Debian golang-github-shopify-sarama-dev), Version V2_0_0_0",
+        "acks": "WaitForAll",
+        "idempotent": "false (sarama 1.22 needs MaxOpenRequests=1 for it)",
+        "session.timeout": f"{job.session_timeout_ms} ms",
+        "commit": "marked offsets, auto-committed every 200 ms and on Close",
+        "run": f"{time.monotonic() - started:.1f} s",
+    }
+    if job.tls is not None:
+        settings["tls"] = "mutual TLS (client certificate)" if job.tls.cert_file else "TLS"
+    return ClientReport(produced, consumed, settings)

@@ -1,0 +1,247 @@
+// The compat round trip with Go's sarama (Debian's golang-github-shopify-sarama-dev 1.22.1),
+// built offline in GOPATH mode against /usr/share/gocode (tests/compat/_sarama.py).
+//
+// Usage: roundtrip BOOTSTRAP TOPIC PARTITIONS GROUP SESSION_TIMEOUT_MS DEADLINE_MS [CA [CERT KEY]]
+// Records come on stdin as "key<TAB>value" lines. Output, one line each, the same protocol as
+// RoundTrip.java: "created TOPIC", "produced P O K V", "consumed P O K V" (tab-separated).
+// Exit 0 when every record was consumed and the offsets committed, 2 at the deadline.
+// $SARAMA_VERSION overrides the Kafka version sarama speaks (default 2.0.0);
+// $SARAMA_CONSUME=standalone consumes partitions directly and commits without joining.
+//
+// Against Tansu 0.6 neither consume mode completes, directly or through the proxy (measured):
+// JoinGroup (v2 at 2.0.0, any version from 0.11.0 up) is answered MEMBER_ID_REQUIRED (79),
+// which KIP-394 allows only from JoinGroup v4 and which sarama 1.22 does not handle; and the
+// standalone OffsetCommit (generation -1) is answered UNKNOWN_MEMBER_ID forever, so the
+// OffsetManager never finishes. At 0.10.2.0 the produce itself fails.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io/ioutil"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Shopify/sarama"
+)
+
+func fail(stage string, err error) {
+	fmt.Fprintf(os.Stderr, "%s failed: %v\n", stage, err)
+	os.Exit(1)
+}
+
+func tlsConfig(args []string) *tls.Config {
+	if len(args) == 0 {
+		return nil
+	}
+	pem, err := ioutil.ReadFile(args[0])
+	if err != nil {
+		fail("setup", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	config := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	if len(args) >= 3 {
+		pair, err := tls.LoadX509KeyPair(args[1], args[2])
+		if err != nil {
+			fail("setup", err)
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return config
+}
+
+type handler struct {
+	want     int
+	mu       sync.Mutex
+	seen     int
+	done     chan struct{}
+	doneOnce sync.Once
+}
+
+func (h *handler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (h *handler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+func (h *handler) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for msg := range claim.Messages() {
+		fmt.Printf("consumed\t%d\t%d\t%s\t%s\n", msg.Partition, msg.Offset, msg.Key, msg.Value)
+		session.MarkMessage(msg, "")
+		h.mu.Lock()
+		h.seen++
+		if h.seen >= h.want {
+			h.doneOnce.Do(func() { close(h.done) })
+		}
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func main() {
+	bootstrap, topic, group := os.Args[1], os.Args[2], os.Args[4]
+	partitions, _ := strconv.Atoi(os.Args[3])
+	sessionMs, _ := strconv.Atoi(os.Args[5])
+	deadlineMs, _ := strconv.Atoi(os.Args[6])
+	deadline := time.Now().Add(time.Duration(deadlineMs) * time.Millisecond)
+
+	config := sarama.NewConfig()
+	config.Version = sarama.V2_0_0_0
+	if v := os.Getenv("SARAMA_VERSION"); v != "" {
+		parsed, err := sarama.ParseKafkaVersion(v)
+		if err != nil {
+			fail("setup", err)
+		}
+		config.Version = parsed
+	}
+	config.ClientID = "compat-sarama"
+	if t := tlsConfig(os.Args[7:]); t != nil {
+		config.Net.TLS.Enable = true
+		config.Net.TLS.Config = t
+	}
+	config.Producer.RequiredAcks = sarama.WaitForAll
+	config.Producer.Return.Successes = true
+	config.Producer.Partitioner = sarama.NewHashPartitioner
+	config.Consumer.Offsets.Initial = sarama.OffsetOldest
+	config.Consumer.Group.Session.Timeout = time.Duration(sessionMs) * time.Millisecond
+	config.Consumer.Group.Heartbeat.Interval = time.Duration(sessionMs/4) * time.Millisecond
+	config.Consumer.Offsets.CommitInterval = 200 * time.Millisecond
+	brokers := []string{bootstrap}
+
+	admin, err := sarama.NewClusterAdmin(brokers, config)
+	if err != nil {
+		fail("create", err)
+	}
+	detail := &sarama.TopicDetail{NumPartitions: int32(partitions), ReplicationFactor: 1}
+	if err := admin.CreateTopic(topic, detail, false); err != nil {
+		fail("create", err)
+	}
+	admin.Close()
+	fmt.Printf("created\t%s\n", topic)
+
+	var messages []*sarama.ProducerMessage
+	scanner := bufio.NewScanner(os.Stdin)
+	for scanner.Scan() {
+		parts := strings.SplitN(scanner.Text(), "\t", 2)
+		messages = append(messages, &sarama.ProducerMessage{
+			Topic: topic, Key: sarama.StringEncoder(parts[0]), Value: sarama.StringEncoder(parts[1]),
+		})
+	}
+	producer, err := sarama.NewSyncProducer(brokers, config)
+	if err != nil {
+		fail("produce", err)
+	}
+	if err := producer.SendMessages(messages); err != nil {
+		fail("produce", err)
+	}
+	for _, m := range messages {
+		fmt.Printf("produced\t%d\t%d\t%s\t%s\n", m.Partition, m.Offset, m.Key, m.Value)
+	}
+	producer.Close()
+
+	var complete bool
+	if os.Getenv("SARAMA_CONSUME") == "standalone" {
+		complete = consumeAndCommit(brokers, topic, group, config, len(messages), deadline)
+	} else {
+		complete = consumeInGroup(brokers, topic, group, config, len(messages), deadline)
+	}
+	if !complete {
+		os.Exit(2)
+	}
+}
+
+// consumeInGroup joins the group (JoinGroup/SyncGroup) and consumes what it is assigned.
+// Tansu answers sarama 1.22's JoinGroup v2 with MEMBER_ID_REQUIRED (79), which KIP-394 only
+// allows from v4 and which sarama 1.22 does not know, so this mode fails against Tansu.
+func consumeInGroup(brokers []string, topic, group string, config *sarama.Config, want int, deadline time.Time) bool {
+	consumer, err := sarama.NewConsumerGroup(brokers, group, config)
+	if err != nil {
+		fail("consume", err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	h := &handler{want: want, done: make(chan struct{})}
+	go func() {
+		for ctx.Err() == nil {
+			if err := consumer.Consume(ctx, []string{topic}, h); err != nil {
+				fmt.Fprintf(os.Stderr, "consume: %v\n", err)
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	complete := false
+	select {
+	case <-h.done:
+		complete = true
+		// Marked offsets are committed every CommitInterval; wait for one more, then close
+		// (Close commits what is left).
+		time.Sleep(3 * config.Consumer.Offsets.CommitInterval)
+	case <-ctx.Done():
+	}
+	cancel()
+	if err := consumer.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close: %v\n", err)
+	}
+	return complete
+}
+
+// consumeAndCommit reads every partition from the oldest offset with partition consumers and
+// commits the group's offsets with sarama's OffsetManager (OffsetCommit without a group
+// generation, as Kafka's "standalone" consumers do): no JoinGroup.
+func consumeAndCommit(brokers []string, topic, group string, config *sarama.Config, want int, deadline time.Time) bool {
+	client, err := sarama.NewClient(brokers, config)
+	if err != nil {
+		fail("consume", err)
+	}
+	defer client.Close()
+	partitions, err := client.Partitions(topic)
+	if err != nil {
+		fail("consume", err)
+	}
+	consumer, err := sarama.NewConsumerFromClient(client)
+	if err != nil {
+		fail("consume", err)
+	}
+	offsets, err := sarama.NewOffsetManagerFromClient(group, client)
+	if err != nil {
+		fail("consume", err)
+	}
+	seen := 0
+	for _, partition := range partitions {
+		pom, err := offsets.ManagePartition(topic, partition)
+		if err != nil {
+			fail("consume", err)
+		}
+		newest, err := client.GetOffset(topic, partition, sarama.OffsetNewest)
+		if err != nil {
+			fail("consume", err)
+		}
+		pc, err := consumer.ConsumePartition(topic, partition, sarama.OffsetOldest)
+		if err != nil {
+			fail("consume", err)
+		}
+		next := int64(-1)
+		for next+1 < newest {
+			select {
+			case msg := <-pc.Messages():
+				fmt.Printf("consumed\t%d\t%d\t%s\t%s\n", msg.Partition, msg.Offset, msg.Key, msg.Value)
+				pom.MarkOffset(msg.Offset+1, "")
+				next = msg.Offset
+				seen++
+			case err := <-pc.Errors():
+				fail("consume", err)
+			case <-time.After(time.Until(deadline)):
+				return false
+			}
+		}
+		pc.Close()
+		pom.Close()
+	}
+	if err := offsets.Close(); err != nil {
+		fail("commit", err)
+	}
+	consumer.Close()
+	return seen >= want
+}
