@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import psutil
@@ -39,17 +40,27 @@ _DUE_BYTES = 8  # big-endian monotonic_ns due time at the start of each latency 
 _LATENCY_FETCH_WAIT_MS = 5
 
 
-def create_topic(bootstrap: str, partitions: int = 1) -> str:
-    """Create a fresh single-replica topic and return its name."""
+def create_topic(
+    bootstrap: str, partitions: int = 1, client_config: Mapping[str, str] | None = None
+) -> str:
+    """Create a fresh single-replica topic and return its name.
+
+    ``client_config``: extra librdkafka settings (TLS) for this and the other clients here.
+    """
     name = f"bench-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(client_config or {})})
     futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)
     for future in futures.values():
         future.result(timeout=30)
     return name
 
 
-def _producer(bootstrap: str, linger_ms: float, batch_records: int | None = None) -> Producer:
+def _producer(
+    bootstrap: str,
+    linger_ms: float,
+    batch_records: int | None = None,
+    client_config: Mapping[str, str] | None = None,
+) -> Producer:
     settings: dict[str, str | int | float] = {
         "bootstrap.servers": bootstrap,
         "acks": "all",
@@ -57,6 +68,7 @@ def _producer(bootstrap: str, linger_ms: float, batch_records: int | None = None
         # The default 100,000-message queue cap would stall the 100-byte runs on BufferError
         # retries; the 1 GiB byte cap still bounds the 64 KiB runs.
         "queue.buffering.max.messages": 1_000_000,
+        **(client_config or {}),
     }
     if batch_records is not None:
         settings["batch.num.messages"] = batch_records
@@ -82,7 +94,12 @@ class _DeliveryCount:
 
 
 def produce_throughput(
-    bootstrap: str, topic: str, record_bytes: int, count: int, batch_records: int | None = None
+    bootstrap: str,
+    topic: str,
+    record_bytes: int,
+    count: int,
+    batch_records: int | None = None,
+    client_config: Mapping[str, str] | None = None,
 ) -> float:
     """Produce ``count`` records of ``record_bytes``; return the elapsed seconds.
 
@@ -92,7 +109,9 @@ def produce_throughput(
     Raises:
         RuntimeError: a delivery failed (a benchmark of failing requests is meaningless).
     """
-    producer = _producer(bootstrap, linger_ms=5, batch_records=batch_records)
+    producer = _producer(
+        bootstrap, linger_ms=5, batch_records=batch_records, client_config=client_config
+    )
     producer.list_topics(topic, timeout=30)  # connect and learn the leader before timing
     value = b"x" * record_bytes
     deliveries = _DeliveryCount()
@@ -114,7 +133,9 @@ def produce_throughput(
     return elapsed
 
 
-def _consumer(bootstrap: str, fetch_wait_ms: int = 100) -> Consumer:
+def _consumer(
+    bootstrap: str, fetch_wait_ms: int = 100, client_config: Mapping[str, str] | None = None
+) -> Consumer:
     # Tansu answers a Fetch with no new data only when fetch.wait.max.ms runs out, so this
     # bounds how stale a latency consumer's view can be; throughput reads never wait.
     return Consumer(
@@ -124,17 +145,24 @@ def _consumer(bootstrap: str, fetch_wait_ms: int = 100) -> Consumer:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": fetch_wait_ms,
+            **(client_config or {}),
         }
     )
 
 
-def consume_throughput(bootstrap: str, topic: str, count: int, timeout_s: float = 120) -> float:
+def consume_throughput(
+    bootstrap: str,
+    topic: str,
+    count: int,
+    timeout_s: float = 120,
+    client_config: Mapping[str, str] | None = None,
+) -> float:
     """Read ``count`` records of ``topic`` (partition 0) from offset 0; return the seconds.
 
     Raises:
         RuntimeError: fewer records than expected arrived within ``timeout_s``, or an error.
     """
-    consumer = _consumer(bootstrap)
+    consumer = _consumer(bootstrap, client_config=client_config)
     try:
         consumer.list_topics(topic, timeout=30)
         started = time.perf_counter()
