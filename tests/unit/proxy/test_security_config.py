@@ -77,3 +77,15 @@ def test_wrong_password_setting_error_does_not_echo_the_password(tmp_path: Path)
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert SECRET not in str(caught.value)
+
+
+def test_the_tls_scram_sidecar_example_loads_and_holds_no_secret() -> None:
+    """examples/sidecar-tls-scram/proxy.toml is what docs/security.md tells people to copy."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "sidecar-tls-scram" / "proxy.toml"
+    config = load_config(example)
+    assert config.upstream.tls.enabled
+    assert config.upstream.tls.check_hostname
+    assert config.upstream.sasl.mechanism == "SCRAM-SHA-512"
+    assert config.upstream.sasl.password_file == "/etc/kafka-credentials/password"
+    assert config.upstream.sasl.password.get_secret_value() == ""
+    assert config.proxy.client_auth == "none"
