@@ -30,7 +30,6 @@ from pathlib import Path
 import trio
 
 from proxy.config import Config, parse_host_port
-from proxy.connection.client import ConnectionServices
 from proxy.connection.drain import Drain
 from proxy.connection.listeners import (
     ListenerFactory,
@@ -38,6 +37,7 @@ from proxy.connection.listeners import (
     SocketListeners,
     bind_socket_listener,
 )
+from proxy.connection.services import ConnectionServices
 from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
 from proxy.held.partition_state import TopicNames

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 import trio
 
-from proxy.config import Config
-from proxy.connection.drain import Drain
+from proxy.connection.records import request_record
+from proxy.connection.services import ConnectionServices
 from proxy.connection.state import (
     NEED_REQUEST,
     REQUESTS_DONE,
@@ -70,13 +70,8 @@ from proxy.errors import (
 )
 from proxy.framed import FrameReader, PeerClosed
 from proxy.held.delayed import DelayedProduce
-from proxy.held.service import FetchTicket, HeldRequests
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.observer import Observer
-from proxy.request_log import RequestRecord
+from proxy.held.service import FetchTicket
 from proxy.rewrite import (
-    BrokerDirectory,
     LocalAnswer,
     RequestPlan,
     advertise_node_endpoints,
@@ -84,9 +79,8 @@ from proxy.rewrite import (
     produce_timed_out,
     rewrite_response,
 )
-from proxy.routing import Address, Routing
-from proxy.upstream.dialer import Dialer
-from wire.apis import API_BY_KEY, ApiKey, response_header_version
+from proxy.routing import Address
+from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
 from wire.framing import frame as framed
@@ -101,7 +95,7 @@ from wire.headers import (
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
-__all__ = ["ClientConnection", "ConnectionServices"]
+__all__ = ["ClientConnection"]
 
 log = logging.getLogger("purgatory_proxy.connection.client")
 
@@ -111,39 +105,6 @@ _MIN_REQUEST_BYTES = 8
 #: Responses a connection may owe before the proxy stops reading its requests. A client that
 #: pipelines without reading its answers is back-pressured here instead of growing a queue.
 _MAX_IN_FLIGHT = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionServices:
-    """What every client connection shares, wired by serve() (or a test harness).
-
-    Attributes:
-        brokers: the rewriter's view of brokers (advertising returns a port, binds nothing
-            it has to start: proxy/connection/listeners.py).
-        routing: where a connection on a broker's port (or the bootstrap port) goes upstream.
-        bootstrap: the configured upstream bootstrap servers.
-        held: held fetches and produces; None when ``[fetch] hold = false``.
-    """
-
-    config: Config
-    pool: MemoryPool
-    metrics: Metrics
-    observer: Observer
-    brokers: BrokerDirectory
-    routing: Routing
-    bootstrap: tuple[Address, ...]
-    dialer: Dialer
-    held: HeldRequests | None
-    drain: Drain
-
-    def upstream_for(self, node_id: int | None) -> list[Address]:
-        """Where a connection on ``node_id``'s port (None: bootstrap) should be forwarded."""
-        routing = self.routing
-        if node_id is not None:
-            known = routing.upstream_of(node_id)
-            return [known] if known else []
-        known_nodes = [routing.upstream_of(node) for node in routing.nodes]
-        return [*self.bootstrap, *(a for a in known_nodes if a is not None)]
 
 
 @dataclass(slots=True)
@@ -618,32 +579,17 @@ class ClientConnection:
         ``upstream_done_s``: when the upstream's part ended (response read, or the request
         written for acks=0); the record's latency runs to now.
         """
-        now_s = trio.current_time()
-        arrival = slot.arrival
-        if isinstance(slot, Local):
-            (api_key, api_version), client_id = slot.api, None
-            broker, upstream_ms = "local", 0.0
-        else:
-            header = slot.plan.header
-            api_key, api_version, client_id = header.api_key, header.api_version, header.client_id
-            broker, upstream_ms = self.broker, (upstream_done_s - arrival.sent_s) * 1000
-        spec = API_BY_KEY.get(api_key)
         self._observer.request_done(
-            RequestRecord(
-                ts=arrival.ts,
-                api=spec.name if spec is not None else str(api_key),
-                api_version=api_version,
-                client_id=client_id,
-                conn=self.connection_id,
-                broker=broker,
-                latency_ms=(now_s - arrival.arrival_s) * 1000,
-                upstream_ms=upstream_ms,
-                held_ms=held_ms,
-                muted_ms=arrival.muted_s * 1000,
-                request_bytes=arrival.request_bytes,
-                response_bytes=response_bytes,
-                outcome=outcome,
-                error_code=error_code,
+            request_record(
+                slot,
+                self.connection_id,
+                self.broker,
+                error_code,
+                response_bytes,
+                upstream_done_s,
+                outcome,
+                held_ms,
+                trio.current_time(),
             )
         )
 

@@ -29,7 +29,8 @@ from typing import NoReturn, Protocol, cast
 
 import trio
 
-from proxy.connection.client import ClientConnection, ConnectionServices
+from proxy.connection.client import ClientConnection
+from proxy.connection.services import ConnectionServices
 from proxy.errors import StartupError
 from proxy.metrics import Metrics
 from proxy.routing import Address

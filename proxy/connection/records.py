@@ -1,0 +1,57 @@
+# Strategy: every client request ends in exactly one RequestRecord (proxy/observer.py fans it
+# out to metrics and the request log). Building it is pure: the slot carries the request's
+# timings (Arrival) and the caller says how it ended, so this is a function of values and the
+# clock reading it is given.
+"""The RequestRecord of one finished client request."""
+
+from __future__ import annotations
+
+from proxy.connection.state import Local, Slot, Unanswered
+from proxy.request_log import RequestRecord
+from wire.apis import API_BY_KEY
+
+__all__ = ["request_record"]
+
+
+def request_record(
+    slot: Slot | Unanswered,
+    connection_id: int,
+    broker: str,
+    error_code: int | None,
+    response_bytes: int,
+    upstream_done_s: float,
+    outcome: str,
+    held_ms: float,
+    now_s: float,
+) -> RequestRecord:
+    """The record of ``slot``'s request, answered (or, for acks=0, written upstream) now.
+
+    ``upstream_done_s``: when the upstream's part ended (response read, or the request written
+    for acks=0); the record's latency runs from the arrival to ``now_s``. Local answers are
+    reported with broker "local" and no upstream time.
+    """
+    arrival = slot.arrival
+    if isinstance(slot, Local):
+        (api_key, api_version), client_id = slot.api, None
+        broker, upstream_ms = "local", 0.0
+    else:
+        header = slot.plan.header
+        api_key, api_version, client_id = header.api_key, header.api_version, header.client_id
+        upstream_ms = (upstream_done_s - arrival.sent_s) * 1000
+    spec = API_BY_KEY.get(api_key)
+    return RequestRecord(
+        ts=arrival.ts,
+        api=spec.name if spec is not None else str(api_key),
+        api_version=api_version,
+        client_id=client_id,
+        conn=connection_id,
+        broker=broker,
+        latency_ms=(now_s - arrival.arrival_s) * 1000,
+        upstream_ms=upstream_ms,
+        held_ms=held_ms,
+        muted_ms=arrival.muted_s * 1000,
+        request_bytes=arrival.request_bytes,
+        response_bytes=response_bytes,
+        outcome=outcome,
+        error_code=error_code,
+    )
