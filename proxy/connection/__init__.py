@@ -3,7 +3,9 @@
 # so importing one piece never drags in the others (and no cycle can hide behind __init__).
 #
 #   state.py      the sans-I/O Connection: owed responses, upstream matching, close reasons
-#   client.py     ClientConnection: the two thin I/O pumps around it; ConnectionServices
+#   client.py     ClientConnection: the two thin I/O pumps around it
+#   services.py   ConnectionServices: what every connection shares, wired by serve()
+#   records.py    the RequestRecord of one finished request
 #   listeners.py  the listener service: bootstrap and per-broker listeners, accept loops, TLS
 #   drain.py      the shutdown switch that stops every connection reading new requests
 """Client connections: listeners, the sans-I/O connection state, and the pumps around it."""

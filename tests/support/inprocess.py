@@ -112,6 +112,7 @@ class InProcessProxy:
     listeners: MemoryListeners
     dialer: ScriptedDialer
     broker: ScriptedBroker
+    shutdown: trio.CancelScope  # cancel it to begin serve()'s shutdown drain
 
     @property
     def broker_port(self) -> int:
@@ -145,5 +146,5 @@ async def proxy_in_process(
         while running.services.routing.proxy_port_of(NODE_ID) is None:
             await trio.sleep(0.001)
         broker.requests.clear()
-        yield InProcessProxy(running, listeners, dialer, broker)
+        yield InProcessProxy(running, listeners, dialer, broker, shutdown)
         nursery.cancel_scope.cancel()

@@ -180,5 +180,29 @@ async def test_a_frame_not_completed_in_time_closes_only_its_connection(
         assert correlation_id == metadata_id
         assert round(at - sent, 6) == 3.0  # the stalled frame's memory freed at its timeout
         assert await slow.closed()
+        await trio.testing.wait_all_tasks_blocked()  # the connection's last accounting
         closed = proxy.running.services.metrics.connections_closed.labels("frame_timeout")
+        assert closed._value.get() == 1
+
+
+async def test_shutdown_stops_reading_but_answers_what_is_owed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    broker.produce_delay_s = 1.0
+    async with proxy_in_process(broker, connections={"shutdown_drain_ms": 5000}) as proxy:
+        client = await proxy.client()
+        sent = trio.current_time()
+        produce_id = await client.send(produce(acks=1), 9)
+        await trio.sleep(0.1)
+        proxy.shutdown.cancel()
+        await trio.sleep(0.1)
+        assert "shutting down" in proxy.running.readiness.reasons()
+        await client.send(MetadataRequest(topics=None), 12)  # after shutdown began: not read
+        correlation_id, _, at = await client.receive()
+        assert correlation_id == produce_id
+        assert round(at - sent, 6) == 1.0  # the owed answer still came, when the broker gave it
+        assert await client.closed()
+        await trio.testing.wait_all_tasks_blocked()  # the connection's last accounting
+        closed = proxy.running.services.metrics.connections_closed.labels("shutdown")
         assert closed._value.get() == 1
