@@ -19,7 +19,7 @@
 # No ``_created`` series: they double the counter series for a timestamp nobody graphs, so
 # they are turned off process-wide (prometheus-client's disable_created_metrics).
 #
-# Purgatories: proxy/fetching.py attaches the fetch and produce purgatories with
+# Purgatories: proxy/held/service.py attaches the fetch and produce purgatories with
 # ``attach_purgatory``; ``upstream_fetches_total`` counts what held fetches cost the cluster.
 # With [fetch] hold = false nothing is attached and the purgatory families are absent from
 # /metrics (no made-up zeros).

@@ -19,6 +19,12 @@
 # and no slot carries fields that mean nothing for its kind. Every way the connection can end
 # is one ConnectionClosed subclass (proxy/errors.py); the first one noted is the reason.
 #
+# Bound: Kafka never answers acks=0, so a client that only sends acks=0 would add optional
+# entries that nothing ever pops. Past MAX_OPTIONAL of them the oldest are forgotten, as soon
+# as they reach the head of the ledger (a required answer still due keeps what follows it). A
+# broker that does answer acks=0 (Tansu) answers a connection in order and long before that
+# many are in flight, so nothing it sends goes unrecognised.
+#
 # Cost: owe() is two appends, upstream_answer() a popleft and a compare in the common case.
 """The sans-I/O state of one client connection: owed responses and upstream matching."""
 
@@ -125,6 +131,10 @@ class HeldFetch:
 Slot = Local | Forwarded | HeldFetch | HeldProduce
 
 
+#: Optional upstream entries kept at most, once they reach the head (see "Bound" above).
+MAX_OPTIONAL: Final = 4096
+
+
 class Connection:
     """What one client connection owes, and which upstream frames answer it.
 
@@ -136,13 +146,15 @@ class Connection:
     ``note_closed`` keeps the first reason the connection ends for.
     """
 
-    __slots__ = ("_ended", "_max_in_flight", "_owed", "_upstream", "closed_by")
+    __slots__ = ("_ended", "_max_in_flight", "_optional", "_owed", "_upstream", "closed_by")
 
     def __init__(self, max_in_flight: int) -> None:
         self._max_in_flight = max_in_flight
         self._owed: deque[Slot] = deque()
         # (correlation id, optional) in the order the requests went upstream.
         self._upstream: deque[tuple[int, bool]] = deque()
+        # How many entries of the upstream ledger are optional.
+        self._optional = 0
         self._ended = False
         self.closed_by: ConnectionClosed | None = None
 
@@ -160,6 +172,10 @@ class Connection:
         """Record a request, in request order: what the client is owed, what goes upstream."""
         if isinstance(slot, Unanswered):
             self._upstream.append((slot.plan.header.correlation_id, True))
+            self._optional += 1
+            while self._optional > MAX_OPTIONAL and self._upstream[0][1]:
+                self._upstream.popleft()
+                self._optional -= 1
             return
         if not isinstance(slot, Local) and (
             not isinstance(slot, HeldFetch) or slot.ticket.ask_upstream
@@ -188,6 +204,7 @@ class Connection:
         ledger = self._upstream
         while ledger:
             expected, optional = ledger.popleft()
+            self._optional -= optional
             if expected == correlation_id:
                 return not optional
             if not optional:
@@ -203,6 +220,7 @@ class Connection:
         for position, (expected, optional) in enumerate(ledger):
             if expected == correlation_id and not optional:
                 ledger[position] = (expected, True)
+                self._optional += 1
                 return
 
     # -- the end -------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.connection.state import (
+    MAX_OPTIONAL,
     NEED_REQUEST,
     REQUESTS_DONE,
     Arrival,
@@ -87,3 +88,15 @@ def test_the_first_close_reason_is_the_one_reported() -> None:
     assert conn.closed_by.kind == "idle_timeout"
     with pytest.raises(TypeError):
         ConnectionClosed("abstract")
+
+
+def test_unanswered_acks0_entries_are_bounded_for_a_broker_that_never_answers_them() -> None:
+    """Kafka never answers acks=0: a client that only sends acks=0 must not grow the ledger."""
+    conn = Connection(max_in_flight=8)
+    for correlation_id in range(MAX_OPTIONAL * 3):
+        conn.owe(acks0(correlation_id))
+    assert repr(conn) == f"<Connection owed=0 upstream={MAX_OPTIONAL}>"
+    # A broker that does answer them answers in order: the newest are still recognised.
+    assert conn.upstream_answer(MAX_OPTIONAL * 3 - 2) is False
+    conn.owe(forwarded(MAX_OPTIONAL * 3))
+    assert conn.upstream_answer(MAX_OPTIONAL * 3) is True
