@@ -21,6 +21,7 @@ import signal
 import socket
 import ssl
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,9 @@ from cryptography import x509
 
 from proxy.security_config import ClientTlsSection
 from proxy.tls import ServerTls, TlsHandshakeFailed
+from tests.integration._kafka_raw import metric_value
 from tests.support.certs import CertFiles, Pki, make_pki
-from tests.support.processes import Broker
+from tests.support.processes import Broker, free_port
 from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
 
@@ -42,8 +44,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 
-def _tls_env(cert: CertFiles, client_ca: Path | None = None) -> dict[str, str]:
+def _tls_env(cert: CertFiles, client_ca: Path | None = None, metrics: str = "") -> dict[str, str]:
     env = {
+        "PURGATORY_PROXY_METRICS__LISTEN": metrics,
         "PURGATORY_PROXY_PROXY__TLS__CERT_FILE": str(cert.cert),
         "PURGATORY_PROXY_PROXY__TLS__KEY_FILE": str(cert.key),
         "PURGATORY_PROXY_CONNECTIONS__FRAME_TIMEOUT_MS": str(FRAME_TIMEOUT_MS),
@@ -53,17 +56,36 @@ def _tls_env(cert: CertFiles, client_ca: Path | None = None) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def tls_proxy(kafka_broker: Broker, pki: Pki) -> Iterator[ProxyProcess]:
-    with running_proxy(kafka_broker.bootstrap, env=_tls_env(pki.server)) as proxy:
-        yield proxy
+@dataclass(frozen=True)
+class Served:
+    """A running proxy and the address of its /metrics."""
+
+    proxy: ProxyProcess
+    metrics: str
+
+    def failures(self, reason: str) -> float:
+        return metric_value(
+            self.metrics,
+            "purgatory_proxy_tls_handshake_failures_total",
+            listener="bootstrap",
+            reason=reason,
+        )
 
 
 @pytest.fixture(scope="module")
-def mtls_proxy(kafka_broker: Broker, pki: Pki) -> Iterator[ProxyProcess]:
-    env = _tls_env(pki.server, client_ca=pki.ca)
+def tls_proxy(kafka_broker: Broker, pki: Pki) -> Iterator[Served]:
+    metrics = f"127.0.0.1:{free_port()}"
+    env = _tls_env(pki.server, metrics=metrics)
     with running_proxy(kafka_broker.bootstrap, env=env) as proxy:
-        yield proxy
+        yield Served(proxy, metrics)
+
+
+@pytest.fixture(scope="module")
+def mtls_proxy(kafka_broker: Broker, pki: Pki) -> Iterator[Served]:
+    metrics = f"127.0.0.1:{free_port()}"
+    env = _tls_env(pki.server, client_ca=pki.ca, metrics=metrics)
+    with running_proxy(kafka_broker.bootstrap, env=env) as proxy:
+        yield Served(proxy, metrics)
 
 
 def _tls_connect(proxy: ProxyProcess, pki: Pki, client: CertFiles | None = None) -> RawKafka:
@@ -95,20 +117,23 @@ def _one_close_line(proxy: ProxyProcess, port: int, reason: str) -> str:
 
 @pytest.mark.parametrize("sent", ["nothing", "half a ClientHello"])
 def test_a_stalled_handshake_is_closed_at_the_frame_timeout(
-    sent: str, tls_proxy: ProxyProcess, pki: Pki
+    sent: str, tls_proxy: Served, pki: Pki
 ) -> None:
-    bystander = _tls_connect(tls_proxy, pki)
-    with bystander.sock, socket.create_connection((tls_proxy.host, tls_proxy.port)) as stall:
+    served, proxy = tls_proxy, tls_proxy.proxy
+    timeouts = served.failures("timeout")
+    bystander = _tls_connect(proxy, pki)
+    with bystander.sock, socket.create_connection((proxy.host, proxy.port)) as stall:
         assert bystander.api_versions().error_code == 0
         if sent != "nothing":
             hello = _client_hello()
             stall.sendall(hello[: len(hello) // 2])
         stall.settimeout(FRAME_TIMEOUT_MS / 1000 + 15)
         assert closed_by_peer(stall)
-        _one_close_line(tls_proxy, stall.getsockname()[1], "not complete within 1.5 s")
-        assert tls_proxy.alive()
+        _one_close_line(proxy, stall.getsockname()[1], "not complete within 1.5 s")
+        assert served.failures("timeout") == timeouts + 1
+        assert proxy.alive()
         assert bystander.api_versions().error_code == 0
-    with _tls_connect(tls_proxy, pki).sock as fresh:
+    with _tls_connect(proxy, pki).sock as fresh:
         assert RawKafka(fresh).api_versions().error_code == 0
 
 
@@ -121,14 +146,16 @@ def test_a_stalled_handshake_is_closed_at_the_frame_timeout(
     ],
 )
 def test_mutual_tls_refuses_bad_client_certificates(
-    client: str | None, reason: str, mtls_proxy: ProxyProcess, pki: Pki
+    client: str | None, reason: str, mtls_proxy: Served, pki: Pki
 ) -> None:
-    good = _tls_connect(mtls_proxy, pki, pki.client)
+    served, proxy = mtls_proxy, mtls_proxy.proxy
+    refusals = served.failures("client_certificate")
+    good = _tls_connect(proxy, pki, pki.client)
     with good.sock:
         assert good.api_versions().error_code == 0
         bad: RawKafka | None = None
         try:
-            bad = _tls_connect(mtls_proxy, pki, getattr(pki, client) if client else None)
+            bad = _tls_connect(proxy, pki, getattr(pki, client) if client else None)
             # TLS 1.3: the client's side completes first; the refusal arrives at the read.
             bad.sock.sendall(b"\0\0\0\0")
             refused = closed_by_peer(bad.sock)
@@ -140,13 +167,14 @@ def test_mutual_tls_refuses_bad_client_certificates(
             if bad is not None:
                 bad.sock.close()
         assert refused
-        line = mtls_proxy.wait_for_log(
+        line = proxy.wait_for_log(
             rf"closed client connection from 127\.0\.0\.1:(\d+): TLS handshake failed: .*({reason})"
         )
         if port:
             assert line.group(1) == str(port)
-            assert len(log_lines_about(mtls_proxy.log_text(), port)) == 1
-        assert mtls_proxy.alive()
+            assert len(log_lines_about(proxy.log_text(), port)) == 1
+        assert served.failures("client_certificate") == refusals + 1
+        assert proxy.alive()
         assert good.api_versions().error_code == 0
 
 
