@@ -39,13 +39,14 @@ bench: $(FULL_STAMP)
 	$(BIN)/python -m bench.purgatory
 	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench._throughput_tls
 	$(BIN)/python -m bench.pipeline
 
 fuzz: $(FULL_STAMP)
 	FUZZ_EXAMPLES=1000000 $(BIN)/python -m pytest tests/unit/wire/test_fuzz.py -q
 
 soak: $(FULL_STAMP)
-	$(BIN)/python -m pytest -m soak
+	PURGATORY_WRITE_DOCS=1 $(BIN)/python -m pytest -m soak
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
