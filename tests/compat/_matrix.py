@@ -18,7 +18,7 @@ from tests.compat._direct import observe
 from tests.compat._model import ClientReport, Job, Result, make_records
 from tests.compat._tls import ClientTls
 
-__all__ = ["CLIENTS", "DRIVERS", "roundtrip_and_check", "run_roundtrip"]
+__all__ = ["CLIENTS", "DRIVERS", "GROUPLESS", "roundtrip_and_check", "run_roundtrip"]
 
 Driver = Callable[[Job], ClientReport]
 
@@ -34,7 +34,13 @@ DRIVERS: dict[str, Driver] = {
 }
 
 #: The clients the issue requires to round-trip; "kcat-debian" is recorded separately.
-CLIENTS: tuple[str, ...] = ("aiokafka", "kafka-python", "confluent-kafka", "kcat", "java")
+CLIENTS: tuple[str, ...] = (
+    "aiokafka", "kafka-python", "confluent-kafka", "kcat", "java", "sarama",
+)  # fmt: skip
+
+#: Clients that read back without a consumer group (``Job.groups`` False), and why: their
+#: check covers produce, consume and equality with the direct reader, and wants no commit.
+GROUPLESS: dict[str, str] = {"sarama": _sarama.WHY_NO_GROUP}
 
 
 def run_roundtrip(
@@ -62,7 +68,15 @@ def run_roundtrip(
         KeyError: unknown client.
     """
     driver = DRIVERS[client]
-    job = Job(bootstrap, topic, partitions, group or f"{topic}-group", make_records(n), tls=tls)
+    job = Job(
+        bootstrap,
+        topic,
+        partitions,
+        group or f"{topic}-group",
+        make_records(n),
+        tls=tls,
+        groups=client not in GROUPLESS,
+    )
     started = time.monotonic()
     report = driver(job)
     return Result(client, job, report, time.monotonic() - started)

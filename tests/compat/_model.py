@@ -88,6 +88,11 @@ class Job:
     deadline_s: float = DEADLINE_S
     #: TLS to ``bootstrap``; None = plaintext.
     tls: ClientTls | None = None
+    #: False = the client reads the records back with partition consumers from the earliest
+    #: offset, in no group and committing nothing, because it cannot join a group on the
+    #: broker under test (``_matrix.GROUPLESS`` says which client and why); the check then
+    #: covers produce, consume and equality with the direct reader, and wants no commit.
+    groups: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,20 @@
 // The compat round trip with Go's sarama (Debian's golang-github-shopify-sarama-dev 1.22.1),
 // built offline in GOPATH mode against /usr/share/gocode (tests/compat/_sarama.py).
 //
-// Usage: roundtrip BOOTSTRAP TOPIC PARTITIONS GROUP SESSION_TIMEOUT_MS DEADLINE_MS [CA [CERT KEY]]
+// Usage: roundtrip BOOTSTRAP TOPIC PARTITIONS MODE GROUP SESSION_TIMEOUT_MS DEADLINE_MS [CA [CERT KEY]]
 // Records come on stdin as "key<TAB>value" lines. Output, one line each, the same protocol as
 // RoundTrip.java: "created TOPIC", "produced P O K V", "consumed P O K V" (tab-separated).
-// Exit 0 when every record was consumed and the offsets committed, 2 at the deadline.
-// $SARAMA_VERSION overrides the Kafka version sarama speaks (default 2.0.0);
-// $SARAMA_CONSUME=standalone consumes partitions directly and commits without joining.
+// Exit 0 when every record was consumed (and, in the group modes, committed), 2 at the deadline.
+// $SARAMA_VERSION overrides the Kafka version sarama speaks (default 2.0.0).
 //
-// Against Tansu 0.6 neither consume mode completes, directly or through the proxy (measured):
+// MODE is how the records are read back:
+//
+//	partitions  a partition consumer per partition from the oldest offset, no group, nothing
+//	            committed (GROUP unused): the mode the matrix runs against Tansu;
+//	group       join GROUP (JoinGroup/SyncGroup), consume what is assigned, commit;
+//	standalone  partition consumers plus an OffsetCommit without joining (OffsetManager).
+//
+// Against Tansu 0.6 neither group mode completes, directly or through the proxy (measured):
 // JoinGroup (v2 at 2.0.0, any version from 0.11.0 up) is answered MEMBER_ID_REQUIRED (79),
 // which KIP-394 allows only from JoinGroup v4 and which sarama 1.22 does not handle; and the
 // standalone OffsetCommit (generation -1) is answered UNKNOWN_MEMBER_ID forever, so the
@@ -82,10 +88,10 @@ func (h *handler) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama
 }
 
 func main() {
-	bootstrap, topic, group := os.Args[1], os.Args[2], os.Args[4]
+	bootstrap, topic, mode, group := os.Args[1], os.Args[2], os.Args[4], os.Args[5]
 	partitions, _ := strconv.Atoi(os.Args[3])
-	sessionMs, _ := strconv.Atoi(os.Args[5])
-	deadlineMs, _ := strconv.Atoi(os.Args[6])
+	sessionMs, _ := strconv.Atoi(os.Args[6])
+	deadlineMs, _ := strconv.Atoi(os.Args[7])
 	deadline := time.Now().Add(time.Duration(deadlineMs) * time.Millisecond)
 
 	config := sarama.NewConfig()
@@ -98,7 +104,7 @@ func main() {
 		config.Version = parsed
 	}
 	config.ClientID = "compat-sarama"
-	if t := tlsConfig(os.Args[7:]); t != nil {
+	if t := tlsConfig(os.Args[8:]); t != nil {
 		config.Net.TLS.Enable = true
 		config.Net.TLS.Config = t
 	}
@@ -143,14 +149,96 @@ func main() {
 	producer.Close()
 
 	var complete bool
-	if os.Getenv("SARAMA_CONSUME") == "standalone" {
+	switch mode {
+	case "partitions":
+		complete = consumePartitions(brokers, topic, config, messages, deadline)
+	case "standalone":
 		complete = consumeAndCommit(brokers, topic, group, config, len(messages), deadline)
-	} else {
+	case "group":
 		complete = consumeInGroup(brokers, topic, group, config, len(messages), deadline)
+	default:
+		fail("setup", fmt.Errorf("unknown mode %q (partitions, group, standalone)", mode))
 	}
 	if !complete {
 		os.Exit(2)
 	}
+}
+
+// consumePartitions reads every partition of the topic from the oldest offset with one
+// partition consumer each (sarama.NewConsumer + ConsumePartition), no group and no commit,
+// until each partition has returned the highest offset the producer was told for it. It
+// never asks ListOffsets for the end (Tansu answers "latest" wrongly); records past that
+// offset are not awaited, but the checker's direct read of the topic sees them.
+func consumePartitions(brokers []string, topic string, config *sarama.Config, produced []*sarama.ProducerMessage, deadline time.Time) bool {
+	last := map[int32]int64{}
+	for _, m := range produced {
+		if offset, ok := last[m.Partition]; !ok || m.Offset > offset {
+			last[m.Partition] = m.Offset
+		}
+	}
+	consumer, err := sarama.NewConsumer(brokers, config)
+	if err != nil {
+		fail("consume", err)
+	}
+	partitions, err := consumer.Partitions(topic)
+	if err != nil {
+		fail("consume", err)
+	}
+	messages := make(chan *sarama.ConsumerMessage)
+	errors := make(chan error)
+	var pcs []sarama.PartitionConsumer
+	for _, partition := range partitions {
+		pc, err := consumer.ConsumePartition(topic, partition, sarama.OffsetOldest)
+		if err != nil {
+			fail("consume", err)
+		}
+		pcs = append(pcs, pc)
+		go func(pc sarama.PartitionConsumer) {
+			for msg := range pc.Messages() {
+				messages <- msg
+			}
+		}(pc)
+		go func(pc sarama.PartitionConsumer) {
+			for err := range pc.Errors() {
+				errors <- err
+			}
+		}(pc)
+	}
+	// Partitions still owed a record: every partition the producer wrote to.
+	owed := len(last)
+	reached := map[int32]bool{}
+	timeout := time.After(time.Until(deadline))
+	complete := true
+	for owed > 0 && complete {
+		select {
+		case msg := <-messages:
+			fmt.Printf("consumed\t%d\t%d\t%s\t%s\n", msg.Partition, msg.Offset, msg.Key, msg.Value)
+			if end, ok := last[msg.Partition]; ok && msg.Offset >= end && !reached[msg.Partition] {
+				reached[msg.Partition] = true
+				owed--
+			}
+		case err := <-errors:
+			fail("consume", err)
+		case <-timeout:
+			complete = false
+		}
+	}
+	// Close drains what the consumers still hold; keep reading (and dropping) meanwhile.
+	go func() {
+		for range messages {
+		}
+	}()
+	go func() {
+		for range errors {
+		}
+	}()
+	for _, pc := range pcs {
+		pc.AsyncClose()
+	}
+	if err := consumer.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "close: %v\n", err)
+	}
+	return complete
 }
 
 // consumeInGroup joins the group (JoinGroup/SyncGroup) and consumes what it is assigned.
