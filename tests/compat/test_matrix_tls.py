@@ -1,7 +1,8 @@
 """The client matrix over TLS (issue 16): client TLS, client mutual TLS, and upstream TLS + SASL.
 
-Every client of tests/compat (aiokafka, kafka-python, confluent-kafka, kcat, Java) makes the
-same round trip as in test_matrix_proxy.py, checked against a direct reader of the broker:
+Every client of tests/compat (aiokafka, kafka-python, confluent-kafka, kcat, Java, sarama)
+makes the same round trip as in test_matrix_proxy.py, checked against a direct reader of the
+broker (sarama without a consumer group, see _matrix.GROUPLESS):
 
 - ``client-tls``: the proxy's listeners serve TLS; clients verify its certificate (CA and
   hostname 127.0.0.1);
