@@ -27,7 +27,7 @@ from proxy.client_sasl import CLIENT_SASL_APIS, refuse_client_sasl
 from proxy.held.partition_state import TopicNames
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
-from wire.codec import REQUEST_CLASSES, decode, decode_response, encode
+from wire.codec import REQUEST_CLASSES, decode_response, encode
 from wire.errors import UnknownApiKey, UnsupportedVersion
 from wire.framing import frame
 from wire.headers import (
@@ -44,11 +44,11 @@ from wire.messages import (
     FetchResponse,
     FindCoordinatorResponse,
     MetadataResponse,
-    ProduceRequest,
     ProduceResponse,
 )
 from wire.messages.api_versions_response import ApiVersion
 from wire.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
+from wire.produce_summary import produce_response_has_no_tags, summarize_produce
 
 if TYPE_CHECKING:
     from wire._struct import Message
@@ -147,16 +147,13 @@ def plan_request(
     expects_response = True
     produced = None
     if api_key == ApiKey.PRODUCE:
-        produce = decode(ProduceRequest, memoryview(body)[header_length:], version)
+        # acks, timeout_ms and the partitions, records stepped over by their length: the
+        # whole decode cost a dataclass per partition for three fields (profiled at 3.4 %
+        # of the proxy's CPU with one record per request).
+        produce = summarize_produce(memoryview(body)[header_length:], version)
         expects_response = produce.acks != 0
         if expects_response:
-            produced = ProducedPartitions(
-                produce.timeout_ms,
-                tuple(
-                    (topic.name, topic.topic_id, tuple(p.index for p in topic.partition_data))
-                    for topic in produce.topic_data
-                ),
-            )
+            produced = ProducedPartitions(produce.timeout_ms, produce.topics)
     return RequestPlan(header, expects_response, rewrite, header_length, produced)
 
 
@@ -166,7 +163,10 @@ def rewrite_response(
     """The response frame body the client should see (``body`` itself when unchanged)."""
     api_key, version = plan.header.api_key, plan.header.api_version
     _, start = parse_response_header(body, response_header_version(api_key, version))
-    message = decode_response(api_key, version, memoryview(body)[start:])
+    rest = memoryview(body)[start:]
+    if api_key == ApiKey.PRODUCE and produce_response_has_no_tags(rest, version):
+        return body  # no KIP-951 fields, nothing names a broker: not worth a decode
+    message = decode_response(api_key, version, rest)
     if not _REWRITERS[api_key](message, brokers):
         return body
     return bytes(body[:start]) + encode(message, version)
