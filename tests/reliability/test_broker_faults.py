@@ -21,11 +21,12 @@
 # Records the broker itself acknowledged as "already have it" and does not have are Tansu's
 # losses: counted and shown in the verdict, not blamed on the proxy (see the ledger module).
 #
-# Each scenario prints one verdict line and writes its section of docs/reliability.md, also
-# when it fails (the section then lists what did not hold), before asserting. The time bounds
-# below are hang guards with wide margins, stated once here, not speed targets. Soak variants
-# (`make soak`): three restarts in 20,000 records, and a 15 s hang; each writes its own
-# section (broker-restart-soak, broker-hang-soak).
+# Each scenario prints one verdict line and its section of docs/reliability.md, also when it
+# fails (the section then lists what did not hold), before asserting; the section is written
+# into the file only under `make soak` (PURGATORY_WRITE_DOCS=1, tests/support/load_scenario).
+# The time bounds below are hang guards with wide margins, stated once here, not speed
+# targets. Soak variants (`make soak`): three restarts in 20,000 records, and a 15 s hang;
+# each has its own section (broker-restart-soak, broker-hang-soak).
 """Broker restart and broker hang behind the proxy: nothing lost, nothing hung (issue 9)."""
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from confluent_kafka.cimpl import NewTopic
 from kafka.protocol.old.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from bench._report import RELIABILITY_MD, machine_line, write_section
+from bench._report import machine_line
 from tests.support.broker_faults import ProxyHttp, faulty_broker
 from tests.support.broker_faults_ledger import DUPLICATE_SEQUENCE_NUMBER, Ledger, reconcile
 from tests.support.broker_faults_tap import ProduceAnswer
@@ -60,6 +61,7 @@ from tests.support.broker_faults_traffic import (
     PacedProducer,
     read_back,
 )
+from tests.support.load_scenario import publish_section
 from tests.support.processes import free_port
 from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.s3_server import running_s3
@@ -135,7 +137,8 @@ class _Outcome:
             self.problems.append(problem)
 
     def report(self, summary: str, setup: str) -> None:
-        """Print the verdict line and write this scenario's docs/reliability.md section."""
+        """Print the verdict line and this scenario's docs/reliability.md section (written
+        only when asked: ``publish_section``)."""
         line = f"{self.name}: {'ok' if not self.problems else 'FAILED'} — {summary}"
         print(line)
         md = [
@@ -153,7 +156,7 @@ class _Outcome:
         ]
         if self.problems:
             md += ["", "**Did not hold:**", "", *(f"- {p}" for p in self.problems)]
-        write_section(self.name, "\n".join(md), path=RELIABILITY_MD)
+        publish_section(self.name, "\n".join(md))
 
 
 # --- scenario 1 --------------------------------------------------------------------------
