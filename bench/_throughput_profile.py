@@ -94,6 +94,10 @@ def fold(profile: Profile) -> tuple[list[tuple[str, int]], list[tuple[str, int]]
     return own.most_common(), cumulative.most_common()
 
 
+#: The connection pumps (proxy/client.py before the folders of issue 17).
+_CLIENT = "proxy/connection/client.py"
+
+
 def _line_of(path: str, needle: str) -> int:
     """1-based number of the first line of ``path`` (under the repo) containing ``needle``."""
     for number, text in enumerate((ROOT / path).read_text().splitlines(), start=1):
@@ -128,19 +132,18 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
     """The forwarding-path costs the issue names, as sample predicates."""
     return [
         (
-            'framed.receive_exactly: b"".join of a piece that came in parts',
-            _top_is("proxy/framed.py", 'b"".join(chunks)'),
-        ),
-        (
             "framed: all frame reading (size prefixes + bodies via recv_into)",
             lambda stack: any(
-                "receive_exactly (proxy/framed.py" in f or "receive_frame (proxy/framed.py" in f
-                for f in stack
+                "next_size (proxy/framed.py" in f or "finish (proxy/framed.py" in f for f in stack
             ),
         ),
         (
+            "framed: allocating and filling the frame buffer (wire FrameDecoder)",
+            _anywhere("(proxy/framed.py", "(wire/framing.py"),
+        ),
+        (
             "client: copy of a rewritten response (size prefix + new body)",
-            _top_is("proxy/client.py", "size_prefix(len(rewritten)) + rewritten"),
+            _top_is(_CLIENT, "size_prefix(len(rewritten)) + rewritten"),
         ),
         (
             "send_all (one per frame, both directions)",
@@ -148,7 +151,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         ),
         (
             "  of which: responses to the client (one send_all per response)",
-            _anywhere("_pump_responses (proxy/client.py", "SocketStream.send_all ("),
+            _anywhere(f"_pump_responses ({_CLIENT}", "SocketStream.send_all ("),
         ),
         (
             "  of which: the syscall itself (kernel copy into the socket)",
@@ -158,13 +161,20 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
             ),
         ),
         (
-            "plan_request -> decode (whole Produce decoded for acks)",
-            _anywhere("plan_request (proxy/rewrite.py", "(wire/codec.py"),
+            "plan_request -> Produce read for acks (wire.produce_summary; whole decode before)",
+            lambda stack: (
+                _anywhere("plan_request (proxy/rewrite.py", "(wire/codec.py")(stack)
+                or _anywhere("plan_request (proxy/rewrite.py", "(wire/produce_summary.py")(stack)
+            ),
         ),
         ("plan_request: all of it", _anywhere("plan_request (proxy/rewrite.py")),
         (
-            "rewrite_response (Produce v10+/Fetch v16+ decoded for KIP-951 node_endpoints)",
+            "rewrite_response (Produce v10+ walked, decoded only with KIP-951 tags; Fetch v16+)",
             _anywhere("rewrite_response (proxy/rewrite.py"),
+        ),
+        (
+            "  of which: the full decode",
+            _anywhere("rewrite_response (proxy/rewrite.py", "(wire/codec.py"),
         ),
         (
             "timeouts and cancel scopes",
@@ -177,7 +187,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         ("pool: try_allocate + allocate", _anywhere("allocate (proxy/memory.py")),
         (
             "observer: _report / request_done (metrics, request log)",
-            _anywhere("_report (proxy/client.py"),
+            _anywhere(f"_report ({_CLIENT}"),
         ),
         ("peek_error_code (response error code for metrics)", _anywhere("peek_error_code (")),
         (

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -15,10 +16,14 @@ from proxy.embedded_broker import tansu_binary
 from tests.support.processes import free_port, running_process, running_tansu
 from tests.support.proxy_process import running_proxy
 
-__all__ = ["ROUTES", "Route", "running_route"]
+__all__ = ["BASELINE_PREFIX", "ROUTES", "Route", "running_route"]
 
 #: Display order; a run alternates A B C A B C so slow drift of the machine cancels.
 ROUTES = ("direct", "purgatory-proxy", "tansu-proxy")
+#: A route named BASELINE_PREFIX + a directory runs the proxy from that source tree (say a
+#: `git worktree` of an older commit), so a change is measured side by side with what it
+#: replaces, on the same machine in the same minutes.
+BASELINE_PREFIX = "purgatory-proxy@"
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,17 @@ def _running_tansu_proxy(origin: str) -> Iterator[tuple[int, int]]:
 
 
 @contextlib.contextmanager
+def _running_proxy_from(root: str, upstream: str) -> Iterator[tuple[int, int]]:
+    """The proxy's code in ``root`` (``python -P``: the working directory is not on the path,
+    PYTHONPATH is) on a free port in front of ``upstream``; yields its port and PID."""
+    port = free_port()
+    command = [sys.executable, "-P", "-m", "proxy", "run", "--listen", f"127.0.0.1:{port}",
+               "--upstream", upstream]  # fmt: skip
+    with running_process(command, port, env={"PYTHONPATH": root}) as pid:
+        yield port, pid
+
+
+@contextlib.contextmanager
 def running_route(name: str) -> Iterator[Route]:
     """A fresh broker and, unless ``name`` is "direct", the forwarder in front of it."""
     with running_tansu() as broker:
@@ -60,6 +76,12 @@ def running_route(name: str) -> Iterator[Route]:
         elif name == "purgatory-proxy":
             with running_proxy(broker.bootstrap) as proxy:
                 yield Route(name, proxy.bootstrap, broker.pid, proxy.pid)
+        elif name.startswith(BASELINE_PREFIX):
+            with _running_proxy_from(name.removeprefix(BASELINE_PREFIX), broker.bootstrap) as (
+                port,
+                pid,
+            ):
+                yield Route(name, f"127.0.0.1:{port}", broker.pid, pid)
         elif name == "tansu-proxy":
             with _running_tansu_proxy(broker.bootstrap) as (port, pid):
                 yield Route(name, f"127.0.0.1:{port}", broker.pid, pid)

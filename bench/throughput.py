@@ -15,17 +15,24 @@
 # The client, the broker and the forwarder share the machine's 2 cores, so every forwarder
 # CPU cycle is taken from the client or the broker: absolute numbers are low and noisy,
 # ratios measured in one run are what to compare.
+#
+# A/B mode (`--baseline DIR`): the proxy of this tree against the proxy of another checkout
+# (an older commit), both started the same way, on the 1 KiB cells and the one-record-per-
+# request cell only, the routes' order turning each round; it writes its own section
+# (throughput-ab), so a change to the request path is judged against what it replaces.
 """Forwarding throughput and latency: direct vs purgatory-proxy vs tansu proxy.
 
 Run ``python -m bench.throughput`` (about 9 minutes; ``--quick`` about 2 minutes, ``--json
 FILE`` to save the run, ``--render FILE`` to report a saved run without measuring). Results
 go to docs/benchmarks.md and docs/img/throughput.png. The profile under the same loads is
-``python -m bench._throughput_profile`` (py-spy).
+``python -m bench._throughput_profile`` (py-spy). ``--baseline DIR [--label NAME] [--rounds
+N]`` measures this tree's proxy side by side with the one in DIR (the "throughput-ab" section).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -45,7 +52,7 @@ from bench._throughput_load import (
     open_loop_latency,
     produce_throughput,
 )
-from bench._throughput_routes import ROUTES, running_route
+from bench._throughput_routes import BASELINE_PREFIX, ROUTES, running_route
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "docs" / "img" / "throughput.png"
@@ -243,6 +250,60 @@ def run(config: Config, log: Callable[[str], None] = _log) -> Results:
                     f"e2e p50 {row['e2e_p50_ms']} ms"
                 )
     return results
+
+
+def baseline_config(root: str, rounds: int = 3) -> Config:
+    """Side by side with the proxy of another source tree: the 1 KiB cells and the
+    one-record-per-request cell, routes interleaved, no latency phase (issue 17's ratios)."""
+    return Config(
+        sizes=((1024, 100_000),),
+        per_request=(100, 20_000),
+        rounds=rounds,
+        load_fractions=(),
+        latency_duration_s=0.0,
+        latency_warmup_s=0.0,
+        # This tree runs through the same launcher as the baseline (`python -P`), so the two
+        # proxies differ only in their code, not in how they were started.
+        routes=("direct", BASELINE_PREFIX + str(ROOT), BASELINE_PREFIX + root),
+    )
+
+
+def baseline_table(config: Config, results: Results, label: str) -> str:
+    """Medians over rounds: rates as ratios to direct, and the proxy's CPU per request."""
+
+    def median(route: str, phase: str, key: str) -> float | None:
+        values = [
+            r[key]
+            for r in results.rows
+            if r["route"] == route and r["phase"] == phase and r[key] is not None
+        ]
+        return statistics.median(values) if values else None
+
+    lines = [
+        "| route | produce 1 KiB / direct | consume 1 KiB / direct | 1 record/request: "
+        "requests/s | / direct | proxy CPU µs per request |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    direct = {
+        phase: median("direct", phase, "records_per_s")
+        for phase in ("produce", "consume", "produce-per-request")
+    }
+    for route in config.routes:
+        name = route
+        if route == BASELINE_PREFIX + str(ROOT):
+            name = "purgatory-proxy (this tree)"
+        elif route.startswith(BASELINE_PREFIX):
+            name = label
+        rates = {phase: median(route, phase, "records_per_s") for phase in direct}
+        cpu = median(route, "produce-per-request", "forwarder_cpu_us_per_record")
+        lines.append(
+            f"| {name} | {_ratio(rates['produce'], direct['produce'])} "
+            f"| {_ratio(rates['consume'], direct['consume'])} "
+            f"| {_fmt(rates['produce-per-request'], 0)} "
+            f"| {_ratio(rates['produce-per-request'], direct['produce-per-request'])} "
+            f"| {_fmt(cpu, 0)} |"
+        )
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- reporting
@@ -601,7 +662,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--render", type=Path, help="do not measure: report the run saved by --json in this file"
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="measure side by side with the proxy in DIR (a checkout of an older "
+        "commit): 1 KiB produce/consume and one record per request, --rounds rounds, the "
+        "routes' order turning each round; prints a table "
+        "and writes the throughput-ab section",
+    )
+    parser.add_argument("--label", default="baseline", help="the baseline's name in the table")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --baseline")
     args = parser.parse_args(argv)
+    if args.baseline:
+        _compare(args.baseline, args.label, args.no_write, args.rounds, args.json)
+        return
     config = QUICK if args.quick else FULL
     command = "python -m bench.throughput" + (" --quick" if args.quick else "")
     if args.render:
@@ -625,6 +699,55 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         plot(config, results, CHART)
         write_section("throughput", markdown(config, results, command, wall_s, PROFILE_NOTES))
+
+
+def _compare(root: str, label: str, no_write: bool, rounds: int, json_path: Path | None) -> None:
+    config = baseline_config(str(Path(root).resolve()), rounds)
+    started = time.monotonic()
+    results = Results()
+    for round_no in range(1, rounds + 1):
+        # The routes' order turns each round, so no route always follows the same one (a
+        # fresh broker after a heavy cell finds the machine in a different state).
+        turn = (round_no - 1) % len(config.routes)
+        routes = config.routes[turn:] + config.routes[:turn]
+        one = run(dataclasses.replace(config, rounds=1, routes=routes))
+        for row in one.rows:
+            row["round"] = round_no
+        results.rows.extend(one.rows)
+    wall_s = time.monotonic() - started
+    if json_path is not None:
+        json_path.write_text(json.dumps({"wall_s": wall_s, "rows": results.rows}, indent=1))
+    table = baseline_table(config, results, label)
+    print(table)
+    if no_write:
+        return
+    size, count = config.sizes[0]
+    per_bytes, per_count = config.per_request or (0, 0)
+    write_section(
+        "throughput-ab",
+        "\n".join(
+            [
+                "## The request path, side by side with an older proxy (`bench.throughput "
+                "--baseline`)",
+                "",
+                machine_line(),
+                "",
+                f"`python -m bench.throughput --baseline DIR --label '{label}' --rounds "
+                f"{config.rounds}` (DIR: a checkout of the baseline commit, `git worktree "
+                "add` or `git archive`; both proxies run with `python -P` and "
+                "PYTHONPATH set to their tree). librdkafka, a fresh Tansu per cell, routes "
+                "interleaved "
+                f"in each of {config.rounds} rounds (their order turning by one each round), "
+                f"medians; {count:,} records of "
+                f"{_size(size)} produced then consumed, and {per_count:,} records of "
+                f"{_size(per_bytes)} one per Produce request (acks=all). Proxy CPU is the "
+                f"proxy process's own CPU time (psutil) divided by requests. "
+                f"Wall time {wall_s / 60:.1f} min.",
+                "",
+                table,
+            ]
+        ),
+    )
 
 
 if __name__ == "__main__":
