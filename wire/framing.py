@@ -13,8 +13,11 @@
 # the one that assembles a spanning frame, which is O(frame size).
 #
 # Whole-frame mode (``whole_frames=True``, for a proxy that forwards frames unchanged): each
-# frame is returned *with* its size prefix, in one bytearray allocated when the prefix is read.
-# Bytes received after that go straight into it, and ``frame_buffer()`` exposes its unfilled tail
+# frame is returned *with* its size prefix, in one bytearray. It is allocated when the first
+# byte of the body needs a place, not when the prefix is read: KIP-72's caller reads the size,
+# then reserves pool memory (and may wait muted for it), and only then receives the body, so a
+# muted connection must not already hold its frame's memory. Bytes received after that go
+# straight into it, and ``frame_buffer()`` exposes its unfilled tail
 # so the caller can receive into it directly (``recv_into``: no copy at all), reporting what
 # it wrote with ``frame_filled(n)``. The decoder still does no I/O: it hands out a buffer.
 """Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
@@ -190,7 +193,7 @@ class FrameDecoder:
         Raises:
             LocalProtocolError: not in whole-frame mode, or no frame size has been read yet.
         """
-        frame = self._frame
+        frame = self._pending_frame()
         if frame is None:
             raise LocalProtocolError("frame_buffer() needs a pending frame in whole-frame mode")
         return memoryview(frame)[self._filled :]
@@ -213,7 +216,7 @@ class FrameDecoder:
         if not data:
             self._eof = True
             return
-        frame = self._frame
+        frame = self._pending_frame()
         if frame is not None:  # whole-frame mode: straight into the pending frame
             taken = min(len(data), len(frame) - self._filled)
             view = memoryview(data)
@@ -277,9 +280,20 @@ class FrameDecoder:
         self._size = None
         return self._take(size)
 
-    def _next_whole_frame(self) -> memoryview | _Sentinel:
+    def _pending_frame(self) -> bytearray | None:
+        """Whole-frame mode: the pending frame's buffer, allocated on first use (see Strategy:
+        after the caller has reserved memory for it); None between frames or in plain mode."""
         frame = self._frame
-        if frame is None:
+        size = self._size
+        if frame is None and size is not None and self._whole:
+            frame = self._frame = bytearray(SIZE_PREFIX_BYTES + size)
+            _SIZE.pack_into(frame, 0, size)
+            self._filled = SIZE_PREFIX_BYTES
+        return frame
+
+    def _next_whole_frame(self) -> memoryview | _Sentinel:
+        size = self._size
+        if size is None:
             if self._buffered < SIZE_PREFIX_BYTES:
                 if not self._eof:
                     return NEED_DATA
@@ -290,21 +304,20 @@ class FrameDecoder:
             (size,) = _SIZE.unpack_from(prefix)
             if not 0 <= size <= self._max:
                 size = read_frame_size(prefix, self._max)  # raises the right error
-            frame = self._frame = bytearray(SIZE_PREFIX_BYTES + size)
-            frame[:SIZE_PREFIX_BYTES] = prefix
-            filled = SIZE_PREFIX_BYTES
-            if self._buffered:  # bytes past the prefix came with it
-                taken = min(self._buffered, size)
-                frame[filled : filled + taken] = self._take(taken)
-                filled += taken
-            self._filled = filled
             self._size = size
-        if self._filled < len(frame):
+            if self._buffered or size == 0:  # bytes past the prefix came with it: place them
+                frame = self._pending_frame()
+                assert frame is not None
+                taken = min(self._buffered, size)
+                frame[SIZE_PREFIX_BYTES : SIZE_PREFIX_BYTES + taken] = self._take(taken)
+                self._filled += taken
+        frame = self._frame
+        missing = size - (self._filled - SIZE_PREFIX_BYTES if frame is not None else 0)
+        if missing:
             if self._eof:
-                raise TruncatedFrame(
-                    f"stream ended {len(frame) - self._filled} bytes short of a frame"
-                )
+                raise TruncatedFrame(f"stream ended {missing} bytes short of a frame")
             return NEED_DATA
+        assert frame is not None
         self._frame = None
         self._size = None
         return memoryview(frame)

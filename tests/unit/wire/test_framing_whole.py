@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 
 from wire.errors import FrameTooLarge, LocalProtocolError, TruncatedFrame
@@ -57,3 +59,25 @@ def test_misuse_and_bad_input_fail_as_in_the_default_mode() -> None:
     too_large.receive_data(frame(b"x" * 11))
     with pytest.raises(FrameTooLarge):
         too_large.next_frame()
+
+
+def test_reading_a_size_commits_no_memory_to_the_body() -> None:
+    """KIP-72: the caller reserves pool memory after the size and before the body, and may wait
+    muted in between; a waiting connection must not already hold its frame's buffer."""
+    size = 8 * 1024 * 1024
+    decoder = FrameDecoder(size, whole_frames=True)
+    tracemalloc.start()
+    try:
+        decoder.receive_data(frame(b"")[:0] + size.to_bytes(4, "big"))
+        assert decoder.next_frame() is NEED_DATA
+        assert decoder.pending_frame_size == size
+        held_bytes, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held_bytes < 64 * 1024
+    buffer = decoder.frame_buffer()  # the body is asked for: now the frame exists
+    assert len(buffer) == size
+    buffer[:] = b"z" * size
+    decoder.frame_filled(size)
+    out = decoder.next_frame()
+    assert isinstance(out, memoryview) and bytes(out[:5]) == size.to_bytes(4, "big") + b"z"
