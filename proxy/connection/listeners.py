@@ -222,13 +222,15 @@ def bind_socket_listener(host: str, port: int) -> trio.SocketListener:
             line that names the address; the OSError stays attached as the cause.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock: socket.socket | None = None
     try:
+        sock = socket.socket(family, socket.SOCK_STREAM)  # EMFILE lands here, not in bind
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(socket.SOMAXCONN)
     except OSError as error:
-        sock.close()
+        if sock is not None:
+            sock.close()
         reason = (error.strerror or str(error)).lower()
         raise StartupError(f"cannot listen on {Address(host, port)}: {reason}") from error
     return trio.SocketListener(trio.socket.from_stdlib_socket(sock))

@@ -19,7 +19,7 @@ from typing import NoReturn
 import trio
 
 from proxy.directory import BrokerDirectory
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import StartupError, UpstreamUnavailable
 from proxy.metrics import Metrics
 from proxy.readiness import Readiness
 from proxy.routing import Address
@@ -114,11 +114,25 @@ async def refresh_metadata_forever(
             await trio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 5.0)
             continue
+        try:
+            directory.learn_brokers(brokers)
+        except StartupError as error:
+            # A new broker's listener cannot be bound now (out of descriptors, port taken):
+            # the proxy keeps serving the brokers it has and tries again, as for a failed fetch.
+            metrics.metadata_refreshes.labels("failed").inc()
+            if not failing:
+                log.warning(
+                    "cannot serve a new broker yet (will retry): %s", error,
+                    extra={"reason": str(error)},
+                )  # fmt: skip
+            failing = True
+            await trio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 5.0)
+            continue
         if failing:
             log.info("upstream metadata reachable again")
         failing, backoff_s = False, 0.1
         metrics.metadata_refreshes.labels("ok").inc()
-        directory.learn_brokers(brokers)
         readiness.clear("upstream_auth")
         readiness.clear("metadata")
         await trio.sleep(refresh_s)
