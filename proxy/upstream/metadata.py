@@ -101,30 +101,19 @@ async def refresh_metadata_forever(
     while True:
         try:
             brokers = await fetch_cluster_metadata(bootstrap, timeout_s, dialer)
-        except UpstreamUnavailable as error:
+            directory.learn_brokers(brokers)
+        except (UpstreamUnavailable, StartupError) as error:
+            # StartupError: a new broker's listener cannot be bound now (out of descriptors,
+            # port taken); the proxy keeps serving the brokers it has and tries again.
             if isinstance(error, SaslAuthenticationFailed):  # never holds the secret
                 readiness.block("upstream_auth", f"cannot authenticate upstream: {error}")
             metrics.metadata_refreshes.labels("failed").inc()
             if not failing:
+                fetching = isinstance(error, UpstreamUnavailable)
+                what = "fetch upstream metadata" if fetching else "serve a new broker yet"
                 log.warning(
-                    "cannot fetch upstream metadata (will retry): %s", error,
-                    extra={"reason": str(error)},
-                )  # fmt: skip
-            failing = True
-            await trio.sleep(backoff_s)
-            backoff_s = min(backoff_s * 2, 5.0)
-            continue
-        try:
-            directory.learn_brokers(brokers)
-        except StartupError as error:
-            # A new broker's listener cannot be bound now (out of descriptors, port taken):
-            # the proxy keeps serving the brokers it has and tries again, as for a failed fetch.
-            metrics.metadata_refreshes.labels("failed").inc()
-            if not failing:
-                log.warning(
-                    "cannot serve a new broker yet (will retry): %s", error,
-                    extra={"reason": str(error)},
-                )  # fmt: skip
+                    "cannot %s (will retry): %s", what, error, extra={"reason": str(error)}
+                )
             failing = True
             await trio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 5.0)
