@@ -111,9 +111,7 @@ async def refresh_metadata_forever(
             if not failing:
                 fetching = isinstance(error, UpstreamUnavailable)
                 what = "fetch upstream metadata" if fetching else "serve a new broker yet"
-                log.warning(
-                    "cannot %s (will retry): %s", what, error, extra={"reason": str(error)}
-                )
+                log.warning("cannot %s (will retry): %s", what, error, extra={"reason": str(error)})
             failing = True
             await trio.sleep(backoff_s)
             backoff_s = min(backoff_s * 2, 5.0)
