@@ -8,15 +8,8 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import proxy_in_process
-from tests.support.scripted_broker import ScriptedBroker
-from tests.unit.proxy.test_inprocess_order import fetch, produce
+from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
 from wire.apis import ApiKey
-
-
-def broker_with_topic() -> ScriptedBroker:
-    broker = ScriptedBroker()
-    broker.create_topic("t")
-    return broker
 
 
 async def test_an_empty_long_poll_is_answered_at_max_wait_with_nothing(
