@@ -19,15 +19,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
 
 from tests.support.certs import Pki, make_pki
+from tests.support.group_round_trip import group_round_trip
 from tests.support.processes import Broker, free_port
 from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.sasl_front import SaslPolicy, SecureFront
@@ -91,35 +89,6 @@ def _get(port: int, path: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def _group_round_trip(bootstrap: str) -> None:
-    """Create a topic, produce 5 records, read them back in a group (what an app does)."""
-    topic = f"secret-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(topic, 1, 1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    sent = [f"value-{i}".encode() for i in range(5)]
-    for value in sent:
-        producer.send(topic, value).get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"group-{topic}",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=30_000,
-        session_timeout_ms=6000,
-        heartbeat_interval_ms=1000,
-    )
-    received = []
-    for message in consumer:
-        received.append(message.value)
-        if len(received) == len(sent):
-            break
-    consumer.close()
-    assert received == sent
-
-
 def _stopped_log(proxy: ProxyProcess) -> str:
     """Everything the proxy wrote to stdout and stderr, shutdown lines included."""
     assert proxy.stop() == 0
@@ -150,7 +119,7 @@ def test_a_whole_session_never_shows_the_password(
         str(request_log),
         env={**_tls_env(pki), **env},
     ) as proxy:
-        _group_round_trip(proxy.bootstrap)
+        group_round_trip(proxy.bootstrap, count=5)
         status, outputs["/readyz"] = _get(metrics_port, "/readyz")
         assert status == 200
         status, outputs["/metrics"] = _get(metrics_port, "/metrics")

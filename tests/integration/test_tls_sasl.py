@@ -21,6 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from tests.support.certs import Pki, make_pki
+from tests.support.group_round_trip import GROUP_TIMEOUTS, group_round_trip
 from tests.support.processes import Broker, free_port
 from tests.support.proxy_process import running_proxy
 from tests.support.sasl_front import SaslPolicy, SecureFront
@@ -31,7 +32,6 @@ PASSWORD = "Kn0wn-Pa55word-for-grep"
 #: directly, through the front, through the proxy, through both with TLS and SASL, all 23.1 s;
 #: with these values all 3.1 s). That, not the front or the proxy, was why group consumption
 #: "returned nothing within 20 s".
-GROUP_TIMEOUTS: dict[str, int] = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -90,34 +90,6 @@ def _tls_client(pki: Pki, *, client_cert: bool = False) -> dict[str, object]:
     return options
 
 
-def _round_trip(bootstrap: str, options: dict[str, object], count: int = 20) -> None:
-    topic = f"secure-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **options)
-    admin.create_topics([NewTopic(topic, 1, 1)])
-    admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **options)
-    sent = [f"record-{i}".encode() for i in range(count)]
-    for value in sent:
-        producer.send(topic, value).get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"group-{topic}",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=30_000,
-        **GROUP_TIMEOUTS,
-        **options,
-    )
-    received = []
-    for message in consumer:
-        received.append(message.value)
-        if len(received) == count:
-            break
-    consumer.close()
-    assert received == sent
-
-
 def _policy(lifetime_ms: int = 0) -> SaslPolicy:
     return SaslPolicy(password=PASSWORD, session_lifetime_ms=lifetime_ms)
 
@@ -133,7 +105,7 @@ def test_round_trip_client_tls_upstream_tls_and_sasl(
     policy = _policy()
     front = _front(front_factory, kafka_broker, pki, policy)
     with running_proxy(front.bootstrap, env=_proxy_env(pki, mechanism, tmp_path)) as proxy:
-        _round_trip(proxy.bootstrap, _tls_client(pki))
+        group_round_trip(proxy.bootstrap, _tls_client(pki))
     assert {m for m, _ in policy.log} == {mechanism}
     assert front.errors == []
 
@@ -146,7 +118,7 @@ def test_round_trip_with_client_mutual_tls(
         pki, "SCRAM-SHA-256", tmp_path, PURGATORY_PROXY_PROXY__TLS__CLIENT_CA_FILE=str(pki.ca)
     )
     with running_proxy(front.bootstrap, env=env) as proxy:
-        _round_trip(proxy.bootstrap, _tls_client(pki, client_cert=True))
+        group_round_trip(proxy.bootstrap, _tls_client(pki, client_cert=True))
         # Without a client certificate: that handshake fails, with one line naming why.
         context = ssl.create_default_context(cafile=str(pki.ca))
         # TLS 1.3: the client learns of the refusal at its first read (alert or EOF).
@@ -256,7 +228,7 @@ def test_plaintext_client_on_tls_port_is_closed_with_one_line(
             raw.sendall(b"\0\0\0\x0e\0\x12\0\0\0\0\0\x01\0\x04test")
             assert raw.recv(64) == b""
         proxy.wait_for_log(r"closed client connection from .*: TLS handshake failed: \S+")
-        _round_trip(proxy.bootstrap, _tls_client(pki), count=3)
+        group_round_trip(proxy.bootstrap, _tls_client(pki), count=3)
 
 
 @pytest.mark.parametrize(
