@@ -36,6 +36,7 @@ from wire.errors import (
     TruncatedFrame,
     WireError,
 )
+from wire.sentinel import Sentinel
 
 __all__ = [
     "CLOSED",
@@ -56,21 +57,10 @@ SIZE_PREFIX_BYTES: Final = 4
 _SIZE = struct.Struct(">i")
 
 
-@final
-class _Sentinel:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-
 #: next_frame(): no complete frame yet; feed more bytes with receive_data().
-NEED_DATA: Final = _Sentinel("NEED_DATA")
+NEED_DATA: Final = Sentinel("NEED_DATA")
 #: next_frame(): the peer closed the connection cleanly between frames.
-CLOSED: Final = _Sentinel("CLOSED")
+CLOSED: Final = Sentinel("CLOSED")
 
 
 def read_frame_size(header: bytes | bytearray | memoryview, max_frame_bytes: int) -> int:
@@ -230,7 +220,7 @@ class FrameDecoder:
         self._chunks.append(memoryview(data))
         self._buffered += len(data)
 
-    def next_frame(self) -> memoryview | _Sentinel:
+    def next_frame(self) -> memoryview | Sentinel:
         """The next complete frame, :data:`NEED_DATA`, or :data:`CLOSED` after a clean EOF.
 
         Returns:
@@ -251,7 +241,7 @@ class FrameDecoder:
             self._failed = exc
             raise
 
-    def _next_frame(self) -> memoryview | _Sentinel:
+    def _next_frame(self) -> memoryview | Sentinel:
         if self._whole:
             return self._next_whole_frame()
         size = self._size
@@ -291,7 +281,7 @@ class FrameDecoder:
             self._filled = SIZE_PREFIX_BYTES
         return frame
 
-    def _next_whole_frame(self) -> memoryview | _Sentinel:
+    def _next_whole_frame(self) -> memoryview | Sentinel:
         size = self._size
         if size is None:
             if self._buffered < SIZE_PREFIX_BYTES:

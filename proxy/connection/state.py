@@ -32,11 +32,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Final, final
+from typing import Final
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
 from proxy.held.service import FetchTicket
 from proxy.rewrite import ProducedPartitions, RequestPlan
+from wire.sentinel import Sentinel
 
 __all__ = [
     "NEED_REQUEST",
@@ -52,21 +53,10 @@ __all__ = [
 ]
 
 
-@final
-class _Sentinel:
-    __slots__ = ("_name",)
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __repr__(self) -> str:
-        return self._name
-
-
 #: next_owed(): nothing is owed yet; wait for the request side.
-NEED_REQUEST: Final = _Sentinel("NEED_REQUEST")
+NEED_REQUEST: Final = Sentinel("NEED_REQUEST")
 #: next_owed(): the request side has ended and every owed response was taken.
-REQUESTS_DONE: Final = _Sentinel("REQUESTS_DONE")
+REQUESTS_DONE: Final = Sentinel("REQUESTS_DONE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +179,7 @@ class Connection:
 
     # -- the response side ---------------------------------------------------------------
 
-    def next_owed(self) -> Slot | _Sentinel:
+    def next_owed(self) -> Slot | Sentinel:
         """The next slot to answer, NEED_REQUEST, or REQUESTS_DONE."""
         if self._owed:
             return self._owed.popleft()
