@@ -10,6 +10,11 @@
 #     for an append or its max_wait_ms (`long_poll = False`: a fetch with min_bytes > 0 ignores
 #     appends and always waits max_wait_ms, which lets a test tell a wake-up by the proxy's
 #     upstream watcher from one by a produce through the proxy). min_bytes 0 is answered at once.
+#   - ListOffsets: latest (-1) is the log's length, or what `latest_offsets` says for the
+#     partition (Tansu 0.6 answers its last batch's base offset + 1); earliest (-2) is 0. An
+#     unknown partition is UNKNOWN_TOPIC_OR_PARTITION; `offset_errors` answers a partition with
+#     an error code instead. `break_on` closes the connection instead of answering the next
+#     requests of an API (a broker that goes away: the proxy's channel fails them).
 #
 # Time is trio's, so under MockClock/autojump every delay is exact virtual time. Connections
 # come from ScriptedDialer (the proxy's Dialer protocol): one trio memory stream pair per
@@ -36,6 +41,12 @@ from wire.messages import (
 )
 from wire.messages.api_versions_response import ApiVersion
 from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
+from wire.messages.list_offsets_request import ListOffsetsRequest
+from wire.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 from wire.messages.metadata_response import (
     MetadataResponseBroker,
     MetadataResponsePartition,
@@ -43,11 +54,12 @@ from wire.messages.metadata_response import (
 )
 from wire.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 
-__all__ = ["BROKER", "NODE_ID", "ScriptedBroker", "ScriptedDialer"]
+__all__ = ["BROKER", "NODE_ID", "UNKNOWN_TOPIC_OR_PARTITION", "ScriptedBroker", "ScriptedDialer"]
 
 NODE_ID = 1
 #: Where the scripted broker says it is (only ever dialled through ScriptedDialer).
 BROKER = Address("broker-1", 9092)
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 class ScriptedBroker:
@@ -59,6 +71,14 @@ class ScriptedBroker:
         self.produce_delay_s = 0.0
         self.answer_acks0 = True
         self.long_poll = True
+        #: ListOffsets latest per partition instead of the log's length (a broker like Tansu).
+        self.latest_offsets: dict[tuple[str, int], int] = {}
+        #: ListOffsets answers these partitions with this error code.
+        self.offset_errors: dict[tuple[str, int], int] = {}
+        #: API key -> how many of its next requests close the connection instead of an answer.
+        self.break_on: dict[int, int] = {}
+        #: Every ListOffsets request received, decoded.
+        self.list_offsets_requests: list[ListOffsetsRequest] = []
         self._appended = trio.lowlevel.ParkingLot()
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
@@ -74,6 +94,10 @@ class ScriptedBroker:
         """Fetch requests received so far (the proxy's first looks, re-fetches, watcher polls)."""
         return sum(1 for api_key, _ in self.requests if api_key == ApiKey.FETCH)
 
+    def list_offsets_times(self) -> list[float]:
+        """When each ListOffsets request was received (virtual time)."""
+        return [at for api_key, at in self.requests if api_key == ApiKey.LIST_OFFSETS]
+
     async def serve(self, stream: trio.abc.Stream) -> None:
         """Answer one connection's requests in order until it closes."""
         decoder = FrameDecoder()
@@ -88,6 +112,8 @@ class ScriptedBroker:
                     continue
                 if not isinstance(body, memoryview):
                     return  # CLOSED
+                if self._breaks(body):
+                    return
                 answer = await self._answer(body)
                 if answer is not None:
                     try:
@@ -95,17 +121,34 @@ class ScriptedBroker:
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         return
 
+    def _breaks(self, body: memoryview) -> bool:
+        """Whether this request closes the connection instead (``break_on``)."""
+        header, _ = parse_request_header(body)
+        left = self.break_on.get(header.api_key, 0)
+        if left <= 0:
+            return False
+        self.break_on[header.api_key] = left - 1
+        self.requests.append((header.api_key, trio.current_time()))
+        return True
+
     async def _answer(self, body: memoryview) -> bytes | None:
         header, start = parse_request_header(body)
         api_key, version = header.api_key, header.api_version
         self.requests.append((api_key, trio.current_time()))
         request = decode_request(api_key, version, body[start:])
-        response: ApiVersionsResponse | MetadataResponse | ProduceResponse | FetchResponse
+        response: (
+            ApiVersionsResponse
+            | MetadataResponse
+            | ProduceResponse
+            | FetchResponse
+            | ListOffsetsResponse
+        )
         if api_key == ApiKey.API_VERSIONS:
             response = ApiVersionsResponse(
                 api_keys=[
-                    ApiVersion(api_key=key, min_version=spec.min_version,
-                               max_version=spec.max_version)
+                    ApiVersion(
+                        api_key=key, min_version=spec.min_version, max_version=spec.max_version
+                    )
                     for key, spec in sorted(API_BY_KEY.items())
                 ]
             )
@@ -123,6 +166,10 @@ class ScriptedBroker:
         elif api_key == ApiKey.FETCH:
             assert isinstance(request, FetchRequest)
             response = await self._fetch(request)
+        elif api_key == ApiKey.LIST_OFFSETS:
+            assert isinstance(request, ListOffsetsRequest)
+            self.list_offsets_requests.append(request)
+            response = self._list_offsets(request)
         else:
             raise AssertionError(f"the scripted broker has no script for API {api_key}")
         header_version = response_header_version(api_key, version)
@@ -142,8 +189,12 @@ class ScriptedBroker:
                 MetadataResponseTopic(
                     name=name,
                     partitions=[
-                        MetadataResponsePartition(partition_index=index, leader_id=NODE_ID,
-                                                  replica_nodes=[NODE_ID], isr_nodes=[NODE_ID])
+                        MetadataResponsePartition(
+                            partition_index=index,
+                            leader_id=NODE_ID,
+                            replica_nodes=[NODE_ID],
+                            isr_nodes=[NODE_ID],
+                        )
                         for index in sorted(indexes)
                     ],
                 )
@@ -186,6 +237,26 @@ class ScriptedBroker:
                 )
             topics.append(FetchableTopicResponse(topic=topic.topic, partitions=partitions))
         return FetchResponse(responses=topics)
+
+    def _list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for wanted in topic.partitions:
+                key = (topic.name, wanted.partition_index)
+                answer = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
+                log = self.logs.get(key)
+                if log is None:
+                    answer.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                elif key in self.offset_errors:
+                    answer.error_code = self.offset_errors[key]
+                elif wanted.timestamp == -1:  # latest
+                    answer.offset = self.latest_offsets.get(key, len(log))
+                elif wanted.timestamp == -2:  # earliest
+                    answer.offset = 0
+                partitions.append(answer)
+            topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+        return ListOffsetsResponse(topics=topics)
 
     def _fetchable(self, request: FetchRequest) -> int:
         return sum(

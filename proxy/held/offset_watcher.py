@@ -1,0 +1,235 @@
+# Strategy: in client_auth = "passthrough" the proxy's own identity may learn offsets and high
+# watermarks, never record bytes (it may lack Read on the topics). The Fetch long-poll of
+# UpstreamWatcher returns records to the proxy identity, so this watcher asks ListOffsets
+# instead, and is a *change detector*: it never tells a client anything, it only wakes held
+# fetches, whose re-fetch on the client's own connection (its own identity) is where the
+# answer comes from.
+#
+# Why only a change detector: Tansu 0.6.0's ListOffsets latest is not the high watermark.
+# Measured (memory storage, v1-v9, isolation_level 0 and 1 alike): it answers the base offset
+# of the partition's last record batch + 1. Batches of 1, 1, 1, 4, 1, 10, 2 records (true ends
+# 1, 2, 3, 7, 8, 18, 20) gave 1, 2, 3, 4, 8, 9, 19; a Fetch at the same moments reported the
+# true high watermark. isolation_level 1 gives the same numbers, and an unknown topic or
+# partition is answered offset 0, error 0. So the answer must never be written into
+# PartitionStates as a high watermark (it would be reported to clients and compared with
+# fetch offsets). What does hold, on Kafka (answer = high watermark) and Tansu (answer = last
+# base + 1 <= the true end) alike: every appended batch makes the answer strictly larger than
+# the end before it. Hence the two rules by which an answer is news for a partition:
+#
+#   - it differs from this watcher's previous answer for it (an append, a truncation, a
+#     recreated topic, an error that appeared or went away), or
+#   - it is past the high watermark the proxy learnt from a Fetch answer (records landed
+#     since; this catches the first answer, which has no previous one to compare with).
+#
+# News marks the partition stale (PartitionStates.invalidate, as a produce through the proxy
+# does) and calls `check_and_complete`: the held fetches wake and re-fetch on their own
+# connections, which learn the true high watermark, last stable offset and records. No news
+# costs nothing. A spurious wake (e.g. the answer moved but a client's fetch had already
+# learnt the new end) costs one re-fetch per held fetch, and is bounded by the broker's
+# changes, never a loop.
+#
+# One ListOffsets per interval_ms ([fetch] offset_watch_interval_ms) covers every wanted
+# partition of the broker, timestamp -1 (latest), isolation read_uncommitted only. Not also
+# read_committed: a last stable offset moves only when a transaction marker is written and
+# replicated, which moves the high watermark in the same step, so watching the log end sees
+# every move of the LSO; the read_committed fetch it wakes re-fetches and holds again if its
+# readable end did not move (a wake per change while transactions are open, no more). Tansu
+# answers both isolation levels alike anyway.
+#
+# Per-partition errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, an authorization
+# failure of the proxy's own identity...) are never written into PartitionStates either: the
+# proxy's view is not the client's. An error uncovers the partition (fetches go to the broker)
+# and wakes its fetches only when it differs from the previous answer (once per change), so a
+# lasting error neither wakes in a loop nor ever wakes if it was there from the first poll.
+# A failed request (UpstreamUnavailable, or an answer that does not decode) uncovers every
+# polled partition and retries after a pause; the previous answers are kept, so anything that
+# moved during the outage is news on the first answer after it.
+#
+# Freshness: a Fetch long-poll is answered as soon as a partition grows, so the Fetch watcher
+# may claim a partition covered while its poll is out. A ListOffsets answer is only a sample:
+# it says the log had not grown when the request was sent, and growth after that is seen by
+# the next poll, one interval later. So a partition whose answer was no news counts as fresh
+# (`watched_until_ms`) until the poll's send time + interval_ms: the "nothing new" a held
+# fetch may conclude without asking the broker is never more than interval_ms old. Only
+# partitions whose state is known (learnt from a Fetch answer, not stale) are claimed.
+#
+# Keys known only by topic id are not watched (ListOffsets is by name), as with the Fetch
+# watcher. The watcher has a BrokerChannel of its own, as the Fetch watcher does.
+"""The per-broker offset watcher: wakes held fetches from ListOffsets answers, never records."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from proxy.errors import UpstreamUnavailable
+from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.metrics import Metrics
+from proxy.purgatory import Purgatory, current_time_ms
+from proxy.upstream.broker_channel import BrokerChannel
+from wire.errors import WireError
+from wire.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from wire.messages.list_offsets_response import ListOffsetsResponse
+
+__all__ = ["LATEST", "LIST_OFFSETS_VERSION", "OffsetWatcher"]
+
+log = logging.getLogger("purgatory_proxy.offset_watcher")
+
+#: ListOffsets version of the polls: v6, the first flexible one (Kafka 2.8+; the Fetch
+#: watcher's v12 needs 2.7+), answered by Tansu 0.6 (v0-v9). Later versions only add
+#: timestamp lookups a latest-offset query does not use (max timestamp, tiered storage,
+#: a remote-storage timeout).
+LIST_OFFSETS_VERSION = 6
+#: ListOffsets timestamp meaning "the end of the log" (the high watermark on Kafka).
+LATEST = -1
+#: A consumer's replica id (a broker id would make Kafka answer the log end offset instead).
+_CONSUMER = -1
+_RETRY_S = 0.5
+
+#: This watcher's previous answer for a partition: (error code, offset).
+_Answer = tuple[int, int]
+
+
+class OffsetWatcher:
+    """Polls one broker's latest offsets for the partitions held fetches wait on, and wakes
+    those fetches when an answer is news (see the module's strategy).
+
+    Args:
+        node_id: the broker.
+        channel: a channel of the watcher's own to that broker.
+        states: the proxy's knowledge of partitions (read; marked stale and fresh).
+        names: topic id -> name (unused by the polls, which go by name; kept so the
+            constructor matches UpstreamWatcher's).
+        purgatory: the fetch purgatory, whose operations on news keys are checked.
+        interval_ms: time between the sends of two polls, and how long an answer with no
+            news keeps a partition fresh.
+        metrics: ListOffsets polls are counted as upstream_fetches_total{kind="offsets"}.
+    """
+
+    def __init__(
+        self,
+        node_id: int,
+        channel: BrokerChannel,
+        states: PartitionStates,
+        names: TopicNames,
+        purgatory: Purgatory,
+        interval_ms: int,
+        metrics: Metrics,
+    ) -> None:
+        if interval_ms <= 0:
+            raise ValueError(f"interval_ms must be positive, not {interval_ms}")
+        self.node_id = node_id
+        self._channel = channel
+        self._states = states
+        self._names = names
+        self._purgatory = purgatory
+        self._interval_ms = interval_ms
+        self._polls = metrics.upstream_fetches.labels("offsets")
+        self._wanted: dict[PartitionKey, int] = {}
+        self._answers: dict[PartitionKey, _Answer] = {}
+        self._more = trio.Event()
+
+    def want(self, keys: list[PartitionKey], until_ms: int) -> None:
+        """Cover ``keys`` until ``until_ms`` (plus one interval of linger, so a consumer's next
+        fetch finds the partition still watched). Keys by topic id are ignored."""
+        until_ms += self._interval_ms
+        wanted = self._wanted
+        for key in keys:
+            if not isinstance(key[0], str):
+                continue
+            previous = wanted.get(key)
+            if previous is None:
+                self._more.set()
+            if previous is None or previous < until_ms:
+                wanted[key] = until_ms
+
+    async def run(self) -> None:
+        """Poll every interval_ms while anything is wanted; sleep while nothing is."""
+        interval_s = self._interval_ms / 1000
+        while True:
+            request, keys = self._next_poll(current_time_ms())
+            if request is None:
+                self._more = trio.Event()
+                await self._more.wait()
+                continue
+            sent_s, sent_ms = trio.current_time(), current_time_ms()
+            self._polls.inc()
+            try:
+                response = await self._channel.request(request, LIST_OFFSETS_VERSION)
+            except (UpstreamUnavailable, WireError) as error:
+                self._uncover(keys)
+                log.debug("offset watcher for broker %d: %s", self.node_id, error)
+                await trio.sleep(max(_RETRY_S, interval_s))
+                continue
+            assert isinstance(response, ListOffsetsResponse)
+            self._learn(response, keys, sent_ms)
+            await trio.sleep_until(sent_s + interval_s)
+
+    def _next_poll(self, now_ms: int) -> tuple[ListOffsetsRequest | None, list[PartitionKey]]:
+        """The poll to send now, over every partition still wanted; expired wants (and their
+        previous answers) are forgotten."""
+        for key in [key for key, until in self._wanted.items() if until < now_ms]:
+            del self._wanted[key]
+            self._answers.pop(key, None)
+        topics: dict[str, ListOffsetsTopic] = {}
+        keys = list(self._wanted)
+        for name, index in keys:
+            assert isinstance(name, str)
+            topic = topics.get(name)
+            if topic is None:
+                topic = topics[name] = ListOffsetsTopic(name=name)
+            topic.partitions.append(ListOffsetsPartition(partition_index=index, timestamp=LATEST))
+        if not keys:
+            return None, keys
+        request = ListOffsetsRequest(
+            replica_id=_CONSUMER, isolation_level=0, topics=list(topics.values())
+        )
+        return request, keys
+
+    def _learn(self, response: ListOffsetsResponse, keys: list[PartitionKey], sent_ms: int) -> None:
+        """Wake the fetches of every partition whose answer is news; mark the others fresh
+        until ``sent_ms`` + interval. A partition the broker left out is uncovered."""
+        answered: dict[PartitionKey, _Answer] = {}
+        for topic in response.topics:
+            for partition in topic.partitions:
+                answered[topic.name, partition.partition_index] = (
+                    partition.error_code,
+                    partition.offset,
+                )
+        fresh_until = sent_ms + self._interval_ms
+        states = self._states
+        for key in keys:
+            answer = answered.get(key)
+            if answer is None:
+                self._uncover([key])
+                continue
+            previous = self._answers.get(key)
+            self._answers[key] = answer
+            error_code, offset = answer
+            state = states.get(key)
+            if error_code:
+                news = previous is not None and previous != answer
+            else:
+                news = (previous is not None and previous != answer) or (
+                    state is not None
+                    and not state.stale
+                    and state.high_watermark >= 0
+                    and offset > state.high_watermark
+                )
+            if news:
+                states.invalidate(key)
+                self._purgatory.check_and_complete(key)
+            elif state is not None:
+                state.watched_until_ms = -1 if error_code or state.stale else fresh_until
+
+    def _uncover(self, keys: list[PartitionKey]) -> None:
+        """What the proxy knows of ``keys`` may be old; fetches must ask."""
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                state.watched_until_ms = -1
