@@ -7,11 +7,22 @@
 #                session_lifetime_ms and enforces it as Kafka's SocketServer does: a request
 #                other than SaslHandshake arriving after the session expired closes the
 #                connection (a SaslHandshake then starts a re-authentication, KIP-368).
+#                Several accounts (SaslPolicy.users next to username/password); the session
+#                knows its principal, and a re-authentication as someone else is refused and
+#                closes the connection, as Kafka's ensurePrincipalUnchanged does.
 #   SecureFront  a RelayThread on one port: TLS (optionally requiring a client certificate),
 #                then the SaslSession, then one request at a time to Tansu and its answer
 #                back (Kafka handles one request per connection at a time too), with the
 #                broker addresses rewritten to the front (tests/support/cluster_rewrite.py)
 #                so the proxy never learns Tansu's own port.
+#   ACL          SaslPolicy.fetch_denied: those principals' Fetch requests are answered by the
+#                front itself, TOPIC_AUTHORIZATION_FAILED for every requested partition (as
+#                Kafka answers a consumer without READ on the topic), never relayed.
+#   Audit        per connection, readable from the test thread (FrontAudit, one lock): the
+#                principal, and per request the api key, the principal at that moment and,
+#                for Fetch, the record bytes the answer carried (decoded with wire's codec) or
+#                that it was denied. Passthrough tests use it to prove which identity fetched
+#                which records.
 #
 # Used in-process too (tests/unit/proxy/test_secure_upstream.py drives SaslSession directly).
 """A TLS + SASL front for Tansu, and the SASL server logic it uses."""
@@ -19,9 +30,11 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import ssl
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import scramp
@@ -30,10 +43,35 @@ import trio
 from tests.support.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
 from tests.support.relay_core import RelayThread
 from wire.apis import ApiKey, response_header_version
-from wire.codec import decode_request, encode
-from wire.headers import ResponseHeader, encode_response_header, parse_request_header
-from wire.messages import SaslAuthenticateResponse, SaslHandshakeResponse
+from wire.codec import decode_request, decode_response, encode
+from wire.headers import (
+    ResponseHeader,
+    encode_response_header,
+    parse_request_header,
+    parse_response_header,
+)
+from wire.messages import (
+    FetchRequest,
+    FetchResponse,
+    SaslAuthenticateResponse,
+    SaslHandshakeResponse,
+)
+from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
 
+__all__ = [
+    "ALL_MECHANISMS",
+    "AuditEntry",
+    "CloseConnection",
+    "ConnectionAudit",
+    "FrontAudit",
+    "SaslPolicy",
+    "SaslSession",
+    "SecureFront",
+    "denied_fetch_answer",
+    "fetch_record_bytes",
+]
+
+TOPIC_AUTHORIZATION_FAILED = 29
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
@@ -50,17 +88,30 @@ class CloseConnection(Exception):
 
 @dataclass
 class SaslPolicy:
-    """Who may log in, and for how long."""
+    """Who may log in, for how long, and who may not fetch.
+
+    The accounts are ``username``/``password`` plus ``users`` (username -> password); the
+    OAUTHBEARER ``token`` logs in as ``username``.
+    """
 
     username: str = "proxy"
     password: str = "proxy-secret"
     token: str = "proxy-token"
     mechanisms: tuple[str, ...] = ALL_MECHANISMS
     session_lifetime_ms: int = 0
+    #: More accounts next to ``username``: username -> password.
+    users: Mapping[str, str] = field(default_factory=dict)
+    #: Principals whose Fetch requests the front answers TOPIC_AUTHORIZATION_FAILED (an ACL
+    #: denial) for every requested partition instead of relaying them.
+    fetch_denied: frozenset[str] = frozenset()
     #: Every successful authentication (mechanism, monotonic time), re-authentications included.
     log: list[tuple[str, float]] = field(default_factory=list)
     #: Connections closed because their session had expired.
     expired_closes: int = 0
+
+    def accounts(self) -> dict[str, str]:
+        """Every username that may log in with a password, and that password."""
+        return {self.username: self.password, **self.users}
 
 
 def _frame(correlation_id: int, api_key: int, version: int, body: bytes) -> bytes:
@@ -79,7 +130,12 @@ class SaslSession:
         self.mechanism = ""
         self.authenticated = False
         self.expires_at: float | None = None
+        #: The authenticated principal (None until the first authentication succeeds).
+        self.username: str | None = None
+        #: Successful authentications on this connection, re-authentications included.
+        self.authentications = 0
         self._scram: scramp.ScramServer | None = None
+        self._scram_user = ""
         self._plain_or_token_done = False
 
     def check(self, api_key: int) -> None:
@@ -119,8 +175,8 @@ class SaslSession:
             raise CloseConnection("SaslAuthenticate before SaslHandshake")
         auth_bytes = bytes(getattr(request, "auth_bytes", b""))
         try:
-            reply, done = self._step(auth_bytes)
-        except (scramp.ScramException, ValueError, UnicodeDecodeError) as error:
+            reply, principal = self._step(auth_bytes)
+        except (scramp.ScramException, ValueError, KeyError, UnicodeDecodeError) as error:
             body = encode(
                 SaslAuthenticateResponse(
                     error_code=SASL_AUTHENTICATION_FAILED,
@@ -134,7 +190,22 @@ class SaslSession:
                 _frame(cid, api_key, version, body),
             ) from None
         lifetime = 0
-        if done:
+        if principal is not None:
+            if self.username is not None and principal != self.username:
+                # KIP-368: Kafka refuses a re-authentication as another principal.
+                body = encode(
+                    SaslAuthenticateResponse(
+                        error_code=SASL_AUTHENTICATION_FAILED,
+                        error_message="Cannot change principals during re-authentication",
+                    ),
+                    version,
+                )
+                raise CloseConnection(
+                    f"re-authentication as {principal}, was {self.username}",
+                    _frame(cid, api_key, version, body),
+                )
+            self.username = principal
+            self.authentications += 1
             self.authenticated = True
             self.mechanism, mechanism = "", self.mechanism
             lifetime = self.policy.session_lifetime_ms
@@ -145,27 +216,162 @@ class SaslSession:
         )
         return _frame(cid, api_key, version, body)
 
-    def _step(self, auth_bytes: bytes) -> tuple[bytes, bool]:
+    def _step(self, auth_bytes: bytes) -> tuple[bytes, str | None]:
+        """One SaslAuthenticate step: (reply, the principal once authenticated else None)."""
         policy = self.policy
+        accounts = policy.accounts()
         if self.mechanism == "PLAIN":
             _, user, password = auth_bytes.decode().split("\0")
-            if (user, password) != (policy.username, policy.password):
+            if user not in accounts or accounts[user] != password:
                 raise ValueError("bad user or password")
-            return b"", True
+            return b"", user
         if self.mechanism == "OAUTHBEARER":
             text = auth_bytes.decode()
             if f"auth=Bearer {policy.token}\x01" not in text:
                 raise ValueError("bad token")
-            return b"", True
+            return b"", policy.username
         if self._scram is None:
             mechanism = scramp.ScramMechanism(self.mechanism)
-            info = mechanism.make_auth_info(policy.password, iteration_count=4096)
-            users = {policy.username: info}
-            self._scram = mechanism.make_server(lambda name: users[name])
+
+            def lookup(name: str) -> tuple[bytes, bytes, bytes, int]:
+                self._scram_user = name
+                info: tuple[bytes, bytes, bytes, int] = mechanism.make_auth_info(
+                    accounts[name], iteration_count=4096
+                )
+                return info
+
+            self._scram = mechanism.make_server(lookup)
             self._scram.set_client_first(auth_bytes.decode())
-            return self._scram.get_server_first().encode(), False
+            return self._scram.get_server_first().encode(), None
         self._scram.set_client_final(auth_bytes.decode())
-        return self._scram.get_server_final().encode(), True
+        return self._scram.get_server_final().encode(), self._scram_user
+
+
+def denied_fetch_answer(frame_body: bytes | bytearray | memoryview) -> bytes:
+    """The front's own answer to a Fetch request frame (no size prefix) from a denied principal.
+
+    TOPIC_AUTHORIZATION_FAILED for every requested partition, no records, high watermark,
+    last stable offset and log start offset -1 (Kafka's ``FetchResponse.partitionResponse``
+    for an error); a size-prefixed frame, encoded with wire's FetchResponse.
+    """
+    header, start = parse_request_header(frame_body)
+    version = header.api_version
+    request = decode_request(ApiKey.FETCH, version, memoryview(frame_body)[start:])
+    assert isinstance(request, FetchRequest)
+    topics = [
+        FetchableTopicResponse(
+            topic=topic.topic,
+            topic_id=topic.topic_id,
+            partitions=[
+                PartitionData(
+                    partition_index=partition.partition,
+                    error_code=TOPIC_AUTHORIZATION_FAILED,
+                    high_watermark=-1,
+                    records=b"",
+                )
+                for partition in topic.partitions
+            ],
+        )
+        for topic in request.topics
+    ]
+    body = encode(FetchResponse(responses=topics), version)
+    return _frame(header.correlation_id, ApiKey.FETCH, version, body)
+
+
+def fetch_record_bytes(version: int, answer: bytes | bytearray | memoryview) -> int:
+    """Total record bytes in a Fetch response frame (no size prefix), over every partition."""
+    header_version = response_header_version(ApiKey.FETCH, version)
+    _, start = parse_response_header(answer, header_version)
+    response = decode_response(ApiKey.FETCH, version, memoryview(answer)[start:])
+    assert isinstance(response, FetchResponse)
+    return sum(
+        len(partition.records or b"")
+        for topic in response.responses
+        for partition in topic.partitions
+    )
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One request the front received on a connection."""
+
+    api_key: int
+    api_version: int
+    #: The connection's principal when the request arrived (None before authentication).
+    username: str | None
+    #: Fetch only: record bytes in the answer sent back (0 for a denied Fetch).
+    record_bytes: int | None = None
+    #: Fetch only: answered TOPIC_AUTHORIZATION_FAILED by the front (``fetch_denied``).
+    denied: bool = False
+
+
+@dataclass(frozen=True)
+class ConnectionAudit:
+    """A snapshot of one connection to the front."""
+
+    number: int
+    peer: str
+    #: The authenticated principal now (None if it never authenticated).
+    username: str | None
+    #: Successful authentications, re-authentications (KIP-368) included.
+    authentications: int
+    requests: tuple[AuditEntry, ...]
+    #: Why the front closed it ("" while open, or when the peer closed it).
+    closed_because: str = ""
+
+    def api_keys(self) -> set[int]:
+        return {entry.api_key for entry in self.requests}
+
+    def fetched_bytes(self) -> int:
+        return sum(entry.record_bytes or 0 for entry in self.requests)
+
+
+class FrontAudit:
+    """Every connection's audit, written by the front's thread, read by tests (one lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        self._connections: dict[int, ConnectionAudit] = {}
+
+    def open(self, peer: str) -> int:
+        with self._lock:
+            number = next(self._numbers)
+            self._connections[number] = ConnectionAudit(number, peer, None, 0, ())
+        return number
+
+    def record(self, number: int, entry: AuditEntry, session: SaslSession | None) -> None:
+        with self._lock:
+            old = self._connections[number]
+            self._connections[number] = ConnectionAudit(
+                number,
+                old.peer,
+                session.username if session is not None else None,
+                session.authentications if session is not None else 0,
+                (*old.requests, entry),
+                old.closed_because,
+            )
+
+    def update(self, number: int, session: SaslSession | None, closed_because: str = "") -> None:
+        """Refresh the principal (after a SASL step) and note why the front closed it."""
+        with self._lock:
+            old = self._connections[number]
+            self._connections[number] = ConnectionAudit(
+                number,
+                old.peer,
+                session.username if session is not None else None,
+                session.authentications if session is not None else 0,
+                old.requests,
+                closed_because or old.closed_because,
+            )
+
+    def connections(self) -> list[ConnectionAudit]:
+        """Every connection so far, in the order they were accepted."""
+        with self._lock:
+            return list(self._connections.values())
+
+    def by_user(self, username: str | None) -> list[ConnectionAudit]:
+        return [c for c in self.connections() if c.username == username]
 
 
 async def _read_frame(stream: trio.abc.ReceiveStream) -> bytes | None:
@@ -203,6 +409,8 @@ class SecureFront(RelayThread):
         self.host = host
         self.port = 0
         self.closes: list[str] = []
+        #: Per connection: principal, requests, Fetch record bytes (see FrontAudit).
+        self.audit = FrontAudit()
 
     @property
     def bootstrap(self) -> str:
@@ -226,7 +434,10 @@ class SecureFront(RelayThread):
             self.closes.append(f"handshake: {error!r}")
             await trio.aclose_forcefully(client)
             return
-        session = SaslSession(self.sasl, trio.current_time) if self.sasl is not None else None
+        policy = self.sasl
+        session = SaslSession(policy, trio.current_time) if policy is not None else None
+        host, port, *_ = client.socket.getpeername()
+        number = self.audit.open(f"{host}:{port}")
         try:
             while True:
                 body = await _read_frame(stream)
@@ -234,19 +445,33 @@ class SecureFront(RelayThread):
                     return
                 api_key = int.from_bytes(body[:2], "big")
                 version = int.from_bytes(body[2:4], "big")
-                if session is not None:
+                user = session.username if session is not None else None
+                if policy is not None and session is not None:
                     if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-                        await stream.send_all(session.handle(body))
+                        self.audit.record(number, AuditEntry(api_key, version, user), session)
+                        answer_frame = session.handle(body)
+                        self.audit.update(number, session)
+                        await stream.send_all(answer_frame)
                         continue
                     session.check(api_key)
+                    if api_key == ApiKey.FETCH and user in policy.fetch_denied:
+                        entry = AuditEntry(api_key, version, user, record_bytes=0, denied=True)
+                        self.audit.record(number, entry, session)
+                        await stream.send_all(denied_fetch_answer(body))
+                        continue
                 await upstream.send_all(len(body).to_bytes(4, "big") + body)
                 answer = await _read_frame(upstream)
                 if answer is None:
                     return
+                record_bytes = None
+                if api_key == ApiKey.FETCH:
+                    record_bytes = fetch_record_bytes(version, answer)
+                self.audit.record(number, AuditEntry(api_key, version, user, record_bytes), session)
                 shown = rewrite_response(api_key, version, answer, self._view)
                 await stream.send_all(len(shown).to_bytes(4, "big") + bytes(shown))
         except CloseConnection as reason:
             self.closes.append(str(reason))
+            self.audit.update(number, session, closed_because=str(reason))
             if reason.answer:
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                     await stream.send_all(reason.answer)
