@@ -181,6 +181,10 @@ class FetchSection(_Section):
     """How long each broker's watcher long-poll waits upstream for new data."""
     immediate_max_wait_ms: int = Field(default=100, ge=1)
     """Most a broker may keep the proxy's min_bytes=0 fetches (Kafka answers them at once)."""
+    offset_watch_interval_ms: int = Field(default=100, gt=0)
+    """With client_auth = "passthrough", each broker's offset watcher asks ListOffsets this
+    often (the proxy's identity may read no records): a held fetch learns of data written behind
+    the proxy at most this late, and "nothing new" known without asking is at most this old."""
     session_cache_size: int = Field(default=1000, ge=0)
     """Fetch sessions kept per broker (Kafka: max.incremental.fetch.session.cache.slots)."""
     response_max_bytes: ByteSize = ByteSize(4 * 1024 * 1024)

@@ -406,6 +406,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "fetch": {
         "hold": False,
         "watcher_max_wait_ms": 250,
+        "offset_watch_interval_ms": 40,
         "immediate_max_wait_ms": 50,
         "session_cache_size": 0,
         "response_max_bytes": 1048576,
