@@ -42,12 +42,14 @@ async def _run(job: Job) -> ClientReport:
             "session_timeout_ms": str(job.session_timeout_ms),
             "heartbeat_interval_ms": str(job.session_timeout_ms // 4),
         }
-        | _tls.settings(job.tls),
+        | _tls.settings(job.tls, job.sasl),
     )
 
 
 async def _create(job: Job) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=job.bootstrap, **_tls.aiokafka_options(job.tls))
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=job.bootstrap, **_tls.aiokafka_options(job.tls, job.sasl)
+    )
     await admin.start()
     try:
         response = await admin.create_topics([NewTopic(job.topic, job.partitions, 1)])
@@ -65,7 +67,7 @@ async def _produce(job: Job) -> tuple[Delivered, ...]:
         acks="all",
         enable_idempotence=False,
         linger_ms=5,
-        **_tls.aiokafka_options(job.tls),
+        **_tls.aiokafka_options(job.tls, job.sasl),
     )
     await producer.start()
     try:
@@ -93,7 +95,7 @@ async def _consume(job: Job, deadline: float) -> tuple[Consumed, ...]:
         enable_auto_commit=False,
         session_timeout_ms=job.session_timeout_ms,
         heartbeat_interval_ms=job.session_timeout_ms // 4,
-        **_tls.aiokafka_options(job.tls),
+        **_tls.aiokafka_options(job.tls, job.sasl),
     )
     await consumer.start()
     try:

@@ -37,12 +37,14 @@ def run(job: Job) -> ClientReport:
             "session.timeout.ms": str(job.session_timeout_ms),
             "heartbeat.interval.ms": str(job.session_timeout_ms // 4),
         }
-        | _tls.settings(job.tls),
+        | _tls.settings(job.tls, job.sasl),
     )
 
 
 def _create(job: Job) -> None:
-    admin = AdminClient({"bootstrap.servers": job.bootstrap, **_tls.librdkafka_config(job.tls)})
+    admin = AdminClient(
+        {"bootstrap.servers": job.bootstrap, **_tls.librdkafka_config(job.tls, job.sasl)}
+    )
     futures = admin.create_topics([NewTopic(job.topic, job.partitions, 1)])
     for future in futures.values():
         try:
@@ -58,7 +60,7 @@ def _produce(job: Job) -> tuple[Delivered, ...]:
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,
-            **_tls.librdkafka_config(job.tls),
+            **_tls.librdkafka_config(job.tls, job.sasl),
         }
     )
     delivered: list[Delivered] = []
@@ -94,7 +96,7 @@ def _consume(job: Job, deadline: float) -> tuple[Consumed, ...]:
             "enable.auto.commit": False,
             "session.timeout.ms": job.session_timeout_ms,
             "heartbeat.interval.ms": job.session_timeout_ms // 4,
-            **_tls.librdkafka_config(job.tls),
+            **_tls.librdkafka_config(job.tls, job.sasl),
         }
     )
     try:

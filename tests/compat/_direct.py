@@ -18,13 +18,18 @@ import time
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 from tests.compat._model import ClientFailed, Consumed, Observation
-from tests.compat._tls import ClientTls, kafka_python_options
+from tests.compat._tls import ClientSasl, ClientTls, kafka_python_options
 
 __all__ = ["create_topic", "observe"]
 
 
 def create_topic(
-    client: str, bootstrap: str, topic: str, partitions: int, tls: ClientTls | None = None
+    client: str,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    tls: ClientTls | None = None,
+    sasl: ClientSasl | None = None,
 ) -> None:
     """Create ``topic`` with kafka-python's admin, for clients that have no admin API (kcat).
 
@@ -34,7 +39,7 @@ def create_topic(
     admin = KafkaAdminClient(
         bootstrap_servers=bootstrap,
         client_id=f"compat-admin-{client}",
-        **kafka_python_options(tls),
+        **kafka_python_options(tls, sasl),
     )
     try:
         response = admin.create_topics(

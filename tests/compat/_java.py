@@ -48,8 +48,8 @@ def run(job: Job) -> ClientReport:
     lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="compat-java-") as scratch:
-        # TLS settings reach every client in RoundTrip.java through a properties file.
-        properties = _tls.java_properties(job.tls, Path(scratch))
+        # TLS and SASL settings reach every client in RoundTrip.java through a properties file.
+        properties = _tls.java_properties(job.tls, Path(scratch), job.sasl)
         env = dict(os.environ)
         if properties:
             path = Path(scratch) / "client.properties"
@@ -87,7 +87,7 @@ def run(job: Job) -> ClientReport:
             "heartbeat.interval.ms": str(job.session_timeout_ms // 4),
             "jvm": " ".join(_JVM_FLAGS) + f" (JVM run took {time.monotonic() - started:.1f} s)",
         }
-        | _tls.settings(job.tls),
+        | _tls.settings(job.tls, job.sasl),
     )
 
 

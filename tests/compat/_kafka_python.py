@@ -34,7 +34,7 @@ def run(job: Job) -> ClientReport:
             "session_timeout_ms": str(job.session_timeout_ms),
             "heartbeat_interval_ms": str(job.session_timeout_ms // 4),
         }
-        | _tls.settings(job.tls),
+        | _tls.settings(job.tls, job.sasl),
     )
 
 
@@ -42,7 +42,7 @@ def _create(job: Job) -> None:
     admin = KafkaAdminClient(
         bootstrap_servers=job.bootstrap,
         client_id="compat-kafka-python",
-        **_tls.kafka_python_options(job.tls),
+        **_tls.kafka_python_options(job.tls, job.sasl),
     )
     try:
         response = admin.create_topics(
@@ -62,7 +62,7 @@ def _produce(job: Job) -> tuple[Delivered, ...]:
         acks="all",
         enable_idempotence=True,
         linger_ms=5,
-        **_tls.kafka_python_options(job.tls),
+        **_tls.kafka_python_options(job.tls, job.sasl),
     )
     try:
         futures = [
@@ -92,7 +92,7 @@ def _consume(job: Job, deadline: float) -> tuple[Consumed, ...]:
         enable_auto_commit=False,
         session_timeout_ms=job.session_timeout_ms,
         heartbeat_interval_ms=job.session_timeout_ms // 4,
-        **_tls.kafka_python_options(job.tls),
+        **_tls.kafka_python_options(job.tls, job.sasl),
     )
     try:
         consumed: list[Consumed] = []

@@ -48,7 +48,7 @@ def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
     deadline = time.monotonic() + job.deadline_s
     kcat, env, settings = kcat_environment(client, librdkafka)
     _metadata(client, kcat, env, job)
-    create_topic(client, job.bootstrap, job.topic, job.partitions, job.tls)
+    create_topic(client, job.bootstrap, job.topic, job.partitions, job.tls, job.sasl)
     produced = _produce(client, kcat, env, job, deadline)
     consumed = _consume(client, kcat, env, job, deadline)
     settings |= {
@@ -58,7 +58,7 @@ def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
         f" -X heartbeat.interval.ms={job.session_timeout_ms // 4}",
         "commit": "auto-commit, flushed when kcat closes (kcat has no explicit commit)",
         "admin": "none in kcat: topic created with kafka-python's admin",
-    } | _tls.settings(job.tls)
+    } | _tls.settings(job.tls, job.sasl)
     return ClientReport(produced, consumed, settings)
 
 
@@ -202,8 +202,9 @@ def _run(
 
 
 def _tls_args(job: Job) -> list[str]:
-    """``-X key=value`` for the job's TLS (librdkafka's own property names)."""
-    return [arg for k, v in _tls.librdkafka_config(job.tls).items() for arg in ("-X", f"{k}={v}")]
+    """``-X key=value`` for the job's TLS and SASL (librdkafka's own property names)."""
+    config = _tls.librdkafka_config(job.tls, job.sasl)
+    return [arg for k, v in config.items() for arg in ("-X", f"{k}={v}")]
 
 
 def _tail(text: str, lines: int = 5) -> str:

@@ -16,7 +16,7 @@ from tests.compat import _aiokafka, _confluent, _java, _kafka_python, _kcat, _sa
 from tests.compat._check import check_roundtrip
 from tests.compat._direct import observe
 from tests.compat._model import ClientReport, Job, Result, make_records
-from tests.compat._tls import ClientTls
+from tests.compat._tls import ClientSasl, ClientTls
 
 __all__ = ["CLIENTS", "DRIVERS", "GROUPLESS", "roundtrip_and_check", "run_roundtrip"]
 
@@ -51,6 +51,7 @@ def run_roundtrip(
     partitions: int = 3,
     group: str | None = None,
     tls: ClientTls | None = None,
+    sasl: ClientSasl | None = None,
 ) -> Result:
     """Run ``client``'s full round trip against ``bootstrap`` (a broker or a proxy).
 
@@ -62,6 +63,7 @@ def run_roundtrip(
         partitions: partitions of the new topic.
         group: consumer group; defaults to ``"<topic>-group"``.
         tls: the client's TLS to ``bootstrap``; None = plaintext.
+        sasl: the client's SASL login to ``bootstrap``; None = none.
 
     Raises:
         ClientFailed: the client could not complete a stage.
@@ -75,6 +77,7 @@ def run_roundtrip(
         group or f"{topic}-group",
         make_records(n),
         tls=tls,
+        sasl=sasl,
         groups=client not in GROUPLESS,
     )
     started = time.monotonic()
@@ -89,6 +92,7 @@ def roundtrip_and_check(
     n: int = 1000,
     partitions: int = 3,
     tls: ClientTls | None = None,
+    sasl: ClientSasl | None = None,
 ) -> tuple[Result, list[str]]:
     """Round trip on ``bootstrap`` against a fresh topic, checked on ``direct_bootstrap``.
 
@@ -99,5 +103,5 @@ def roundtrip_and_check(
         ClientFailed: the client could not complete a stage.
     """
     topic = f"compat-{client}-{uuid.uuid4().hex[:12]}"
-    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls)
+    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls, sasl=sasl)
     return result, check_roundtrip(result, observe(direct_bootstrap, topic, result.job.group))

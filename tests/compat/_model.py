@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tests.compat._tls import ClientTls
+from tests.compat._tls import ClientSasl, ClientTls
 
 __all__ = [
     "DEADLINE_S",
@@ -88,6 +88,8 @@ class Job:
     deadline_s: float = DEADLINE_S
     #: TLS to ``bootstrap``; None = plaintext.
     tls: ClientTls | None = None
+    #: SASL login to ``bootstrap``; None = none.
+    sasl: ClientSasl | None = None
     #: False = the client reads the records back with partition consumers from the earliest
     #: offset, in no group and committing nothing, because it cannot join a group on the
     #: broker under test (``_matrix.GROUPLESS`` says which client and why); the check then

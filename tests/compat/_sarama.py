@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.compat import _tls
 from tests.compat._java import parse_events
 from tests.compat._model import ClientFailed, ClientReport, Job
 
@@ -111,6 +112,7 @@ def run(job: Job) -> ClientReport:
         proc = subprocess.run(
             command,
             input=lines,
+            env={**os.environ, **_tls.sarama_environment(job.sasl)},
             capture_output=True,
             text=True,
             timeout=job.deadline_s + 30,
@@ -136,6 +138,7 @@ def run(job: Job) -> ClientReport:
         settings["commit"] = "marked offsets, auto-committed every 200 ms and on Close"
     else:
         settings["group"] = f"none, partition consumers from the oldest offset: {WHY_NO_GROUP}"
-    if job.tls is not None:
-        settings["tls"] = "mutual TLS (client certificate)" if job.tls.cert_file else "TLS"
+    settings |= _tls.settings(job.tls, job.sasl)
+    if job.sasl is not None:
+        settings["scram"] = "roundtrip.go's own SCRAM client (sarama 1.22 has none)"
     return ClientReport(produced, consumed, settings)

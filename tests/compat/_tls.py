@@ -3,7 +3,12 @@
 # driver adds its options in one place and the drivers stay identical with TLS off (tls None:
 # every function returns "no options"). Hostname checking stays on everywhere: the test
 # certificates name 127.0.0.1, which is what clients dial.
-"""TLS options for every compat client, from one ClientTls."""
+#
+# SASL the same way: `ClientSasl` (mechanism, username, password) travels in the Job next to
+# the TLS, and each translation takes both, because the security protocol names the pair
+# (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). The passthrough matrix variant uses it: every
+# client logs in to the proxy as its own user, and the proxy forwards that to the cluster.
+"""TLS and SASL options for every compat client, from one ClientTls and one ClientSasl."""
 
 from __future__ import annotations
 
@@ -12,11 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ClientSasl",
     "ClientTls",
     "aiokafka_options",
     "java_properties",
     "kafka_python_options",
     "librdkafka_config",
+    "sarama_environment",
     "settings",
 ]
 
@@ -30,64 +37,133 @@ class ClientTls:
     key_file: str = ""
 
 
-def kafka_python_options(tls: ClientTls | None) -> dict[str, object]:
-    if tls is None:
-        return {}
-    options: dict[str, object] = {
-        "security_protocol": "SSL",
-        "ssl_cafile": tls.ca_file,
-        "ssl_check_hostname": True,
-    }
-    if tls.cert_file:
-        options |= {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file}
+@dataclass(frozen=True)
+class ClientSasl:
+    """The client's SASL login: ``mechanism`` (SCRAM-SHA-256/512 or PLAIN) as ``username``."""
+
+    username: str
+    password: str
+    mechanism: str = "SCRAM-SHA-512"
+
+
+def _protocol(tls: ClientTls | None, sasl: ClientSasl | None) -> str:
+    """Kafka's security.protocol name for the pair, upper case."""
+    if sasl is None:
+        return "SSL" if tls is not None else "PLAINTEXT"
+    return "SASL_SSL" if tls is not None else "SASL_PLAINTEXT"
+
+
+def kafka_python_options(
+    tls: ClientTls | None, sasl: ClientSasl | None = None
+) -> dict[str, object]:
+    options: dict[str, object] = {}
+    if tls is not None:
+        options |= {"ssl_cafile": tls.ca_file, "ssl_check_hostname": True}
+        if tls.cert_file:
+            options |= {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file}
+    if sasl is not None:
+        options |= {
+            "sasl_mechanism": sasl.mechanism,
+            "sasl_plain_username": sasl.username,
+            "sasl_plain_password": sasl.password,
+        }
+    if options:
+        options["security_protocol"] = _protocol(tls, sasl)
     return options
 
 
-def aiokafka_options(tls: ClientTls | None) -> dict[str, object]:
-    if tls is None:
-        return {}
-    context = ssl.create_default_context(cafile=tls.ca_file)
-    if tls.cert_file:
-        context.load_cert_chain(tls.cert_file, tls.key_file)
-    return {"security_protocol": "SSL", "ssl_context": context}
+def aiokafka_options(tls: ClientTls | None, sasl: ClientSasl | None = None) -> dict[str, object]:
+    options: dict[str, object] = {}
+    if tls is not None:
+        context = ssl.create_default_context(cafile=tls.ca_file)
+        if tls.cert_file:
+            context.load_cert_chain(tls.cert_file, tls.key_file)
+        options["ssl_context"] = context
+    if sasl is not None:
+        options |= {
+            "sasl_mechanism": sasl.mechanism,
+            "sasl_plain_username": sasl.username,
+            "sasl_plain_password": sasl.password,
+        }
+    if options:
+        options["security_protocol"] = _protocol(tls, sasl)
+    return options
 
 
-def librdkafka_config(tls: ClientTls | None) -> dict[str, str]:
+def librdkafka_config(tls: ClientTls | None, sasl: ClientSasl | None = None) -> dict[str, str]:
     """librdkafka properties (confluent-kafka's dict, kcat's ``-X key=value``)."""
-    if tls is None:
-        return {}
-    config = {
-        "security.protocol": "ssl",
-        "ssl.ca.location": tls.ca_file,
-        "ssl.endpoint.identification.algorithm": "https",
-    }
-    if tls.cert_file:
-        config |= {"ssl.certificate.location": tls.cert_file, "ssl.key.location": tls.key_file}
+    config: dict[str, str] = {}
+    if tls is not None:
+        config |= {
+            "ssl.ca.location": tls.ca_file,
+            "ssl.endpoint.identification.algorithm": "https",
+        }
+        if tls.cert_file:
+            config |= {
+                "ssl.certificate.location": tls.cert_file,
+                "ssl.key.location": tls.key_file,
+            }
+    if sasl is not None:
+        config |= {
+            "sasl.mechanisms": sasl.mechanism,
+            "sasl.username": sasl.username,
+            "sasl.password": sasl.password,
+        }
+    if config:
+        config["security.protocol"] = _protocol(tls, sasl).lower()
     return config
 
 
-def java_properties(tls: ClientTls | None, directory: Path) -> dict[str, str]:
+def java_properties(
+    tls: ClientTls | None, directory: Path, sasl: ClientSasl | None = None
+) -> dict[str, str]:
     """kafka-clients properties; PEM files are used as they are (KIP-651, Kafka >= 2.7).
 
     The keystore is one PEM file holding the key then the certificate, written to
     ``directory``.
     """
-    if tls is None:
-        return {}
-    properties = {
-        "security.protocol": "SSL",
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": tls.ca_file,
-    }
-    if tls.cert_file:
-        keystore = directory / "keystore.pem"
-        keystore.write_text(Path(tls.key_file).read_text() + Path(tls.cert_file).read_text())
-        properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
+    properties: dict[str, str] = {}
+    if tls is not None:
+        properties |= {
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": tls.ca_file,
+        }
+        if tls.cert_file:
+            keystore = directory / "keystore.pem"
+            keystore.write_text(Path(tls.key_file).read_text() + Path(tls.cert_file).read_text())
+            properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
+    if sasl is not None:
+        module = (
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+            if sasl.mechanism == "PLAIN"
+            else "org.apache.kafka.common.security.scram.ScramLoginModule"
+        )
+        properties |= {
+            "sasl.mechanism": sasl.mechanism,
+            "sasl.jaas.config": f'{module} required username="{sasl.username}" '
+            f'password="{sasl.password}";',
+        }
+    if properties:
+        properties["security.protocol"] = _protocol(tls, sasl)
     return properties
 
 
-def settings(tls: ClientTls | None) -> dict[str, str]:
-    """What the matrix reports as the client's TLS setting."""
-    if tls is None:
+def sarama_environment(sasl: ClientSasl | None) -> dict[str, str]:
+    """sarama/roundtrip.go's SASL settings (its TLS files are positional arguments)."""
+    if sasl is None:
         return {}
-    return {"tls": "mutual TLS (client certificate)" if tls.cert_file else "TLS"}
+    return {
+        "SARAMA_SASL_MECHANISM": sasl.mechanism,
+        "SARAMA_SASL_USER": sasl.username,
+        "SARAMA_SASL_PASSWORD": sasl.password,
+    }
+
+
+def settings(tls: ClientTls | None, sasl: ClientSasl | None = None) -> dict[str, str]:
+    """What the matrix reports as the client's TLS and SASL settings (never the password)."""
+    reported: dict[str, str] = {}
+    if tls is not None:
+        reported["tls"] = "mutual TLS (client certificate)" if tls.cert_file else "TLS"
+    if sasl is not None:
+        reported["sasl"] = f"{sasl.mechanism} as {sasl.username} ({_protocol(tls, sasl)})"
+    return reported

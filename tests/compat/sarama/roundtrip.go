@@ -6,6 +6,10 @@
 // RoundTrip.java: "created TOPIC", "produced P O K V", "consumed P O K V" (tab-separated).
 // Exit 0 when every record was consumed (and, in the group modes, committed), 2 at the deadline.
 // $SARAMA_VERSION overrides the Kafka version sarama speaks (default 2.0.0).
+// $SARAMA_SASL_MECHANISM (SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN), $SARAMA_SASL_USER and
+// $SARAMA_SASL_PASSWORD turn SASL on. sarama 1.22 only defines the SCRAM client interface; the
+// client below (RFC 5802, standard library only: Debian has no xdg/scram) implements it. With
+// SCRAM, sarama sends SaslHandshake v1 and framed SaslAuthenticate requests.
 //
 // MODE is how the records are read back:
 //
@@ -24,9 +28,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
+	"hash"
 	"io/ioutil"
 	"os"
 	"strconv"
@@ -61,6 +71,124 @@ func tlsConfig(args []string) *tls.Config {
 		config.Certificates = []tls.Certificate{pair}
 	}
 	return config
+}
+
+// scramClient is sarama.SCRAMClient for SCRAM-SHA-256/512 (RFC 5802, no channel binding).
+type scramClient struct {
+	newHash         func() hash.Hash
+	user, password  string
+	nonce           string
+	clientFirstBare string
+	serverSignature []byte
+	step            int
+	done            bool
+}
+
+func (c *scramClient) Begin(user, password, authzID string) error {
+	c.user, c.password = user, password
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	c.nonce = base64.RawStdEncoding.EncodeToString(raw)
+	return nil
+}
+
+func (c *scramClient) hmac(key []byte, data string) []byte {
+	mac := hmac.New(c.newHash, key)
+	mac.Write([]byte(data))
+	return mac.Sum(nil)
+}
+
+// pbkdf2 derives one hash-length block (all SCRAM needs) from the password and salt.
+func (c *scramClient) pbkdf2(salt []byte, iterations int) []byte {
+	mac := hmac.New(c.newHash, []byte(c.password))
+	mac.Write(salt)
+	mac.Write([]byte{0, 0, 0, 1})
+	u := mac.Sum(nil)
+	out := append([]byte(nil), u...)
+	for i := 1; i < iterations; i++ {
+		mac = hmac.New(c.newHash, []byte(c.password))
+		mac.Write(u)
+		u = mac.Sum(nil)
+		for j := range out {
+			out[j] ^= u[j]
+		}
+	}
+	return out
+}
+
+func (c *scramClient) Step(challenge string) (string, error) {
+	c.step++
+	switch c.step {
+	case 1:
+		name := strings.NewReplacer("=", "=3D", ",", "=2C").Replace(c.user)
+		c.clientFirstBare = "n=" + name + ",r=" + c.nonce
+		return "n,," + c.clientFirstBare, nil
+	case 2:
+		fields := map[string]string{}
+		for _, part := range strings.Split(challenge, ",") {
+			if len(part) > 2 && part[1] == '=' {
+				fields[part[:1]] = part[2:]
+			}
+		}
+		if !strings.HasPrefix(fields["r"], c.nonce) {
+			return "", fmt.Errorf("server nonce does not extend ours")
+		}
+		salt, err := base64.StdEncoding.DecodeString(fields["s"])
+		if err != nil {
+			return "", err
+		}
+		iterations, err := strconv.Atoi(fields["i"])
+		if err != nil {
+			return "", err
+		}
+		salted := c.pbkdf2(salt, iterations)
+		clientKey := c.hmac(salted, "Client Key")
+		h := c.newHash()
+		h.Write(clientKey)
+		storedKey := h.Sum(nil)
+		withoutProof := "c=biws,r=" + fields["r"]
+		authMessage := c.clientFirstBare + "," + challenge + "," + withoutProof
+		signature := c.hmac(storedKey, authMessage)
+		proof := make([]byte, len(clientKey))
+		for i := range proof {
+			proof[i] = clientKey[i] ^ signature[i]
+		}
+		c.serverSignature = c.hmac(c.hmac(salted, "Server Key"), authMessage)
+		return withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof), nil
+	default:
+		if !strings.HasPrefix(challenge, "v=") {
+			return "", fmt.Errorf("server final message: %q", challenge)
+		}
+		verifier, err := base64.StdEncoding.DecodeString(challenge[2:])
+		if err != nil || !hmac.Equal(verifier, c.serverSignature) {
+			return "", fmt.Errorf("server signature does not verify")
+		}
+		c.done = true
+		return "", nil
+	}
+}
+
+func (c *scramClient) Done() bool { return c.done }
+
+func saslFromEnvironment(config *sarama.Config) {
+	mechanism := os.Getenv("SARAMA_SASL_MECHANISM")
+	if mechanism == "" {
+		return
+	}
+	config.Net.SASL.Enable = true
+	config.Net.SASL.Handshake = true
+	config.Net.SASL.Mechanism = sarama.SASLMechanism(mechanism)
+	config.Net.SASL.User = os.Getenv("SARAMA_SASL_USER")
+	config.Net.SASL.Password = os.Getenv("SARAMA_SASL_PASSWORD")
+	newHash := sha512.New
+	if mechanism == sarama.SASLTypeSCRAMSHA256 {
+		newHash = sha256.New
+	}
+	config.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient {
+		return &scramClient{newHash: newHash}
+	}
 }
 
 type handler struct {
@@ -108,6 +236,7 @@ func main() {
 		config.Net.TLS.Enable = true
 		config.Net.TLS.Config = t
 	}
+	saslFromEnvironment(config)
 	config.Producer.RequiredAcks = sarama.WaitForAll
 	config.Producer.Return.Successes = true
 	config.Producer.Partitioner = sarama.NewHashPartitioner
