@@ -6,7 +6,7 @@
 # answer comes from.
 #
 # Why only a change detector: Tansu 0.6.0's ListOffsets latest is not the high watermark.
-# Measured (memory storage, v1-v9, isolation_level 0 and 1 alike): it answers the base offset
+# Measured (memory storage; v1, v5, v7, v8, v9; isolation_level 0 and 1): it answers the base offset
 # of the partition's last record batch + 1. Batches of 1, 1, 1, 4, 1, 10, 2 records (true ends
 # 1, 2, 3, 7, 8, 18, 20) gave 1, 2, 3, 4, 8, 9, 19; a Fetch at the same moments reported the
 # true high watermark. isolation_level 1 gives the same numbers, and an unknown topic or
@@ -51,7 +51,11 @@
 # the next poll, one interval later. So a partition whose answer was no news counts as fresh
 # (`watched_until_ms`) until the poll's send time + interval_ms: the "nothing new" a held
 # fetch may conclude without asking the broker is never more than interval_ms old. Only
-# partitions whose state is known (learnt from a Fetch answer, not stale) are claimed.
+# partitions whose state is known (learnt from a Fetch answer, not stale) are claimed. Between
+# that moment and the next poll's answer (one round trip) the partition is not covered and
+# fetches ask the broker: a little more upstream traffic, never a stale "nothing new". For the
+# same reason a broker that stops answering uncovers everything by itself within one interval
+# (its held fetches then wake only on their deadlines or produces through the proxy).
 #
 # Keys known only by topic id are not watched (ListOffsets is by name), as with the Fetch
 # watcher. The watcher has a BrokerChannel of its own, as the Fetch watcher does.
