@@ -8,8 +8,11 @@
 #   - SaslAuthenticate (necessarily before any successful SaslHandshake) closes the connection
 #     with one log line, as a Kafka broker does (IllegalSaslStateException).
 #
-# Passthrough (issue 16, needs the connection-layer redesign of issue 17) will replace this.
-"""Answers to clients that try SASL while the proxy uses its own identity (client_auth none)."""
+# With client_auth = "passthrough" the client's SASL requests are forwarded on its own upstream
+# connection instead (proxy/connection/client_auth.py tracks what the cluster confirmed); only
+# SaslHandshake v0 is refused there (ClientSaslV0): after it, Kafka expects SASL tokens without
+# Kafka framing, which a proxy that reads frames cannot pass on.
+"""Client SASL the proxy refuses: all of it with client_auth none, v0 handshakes in passthrough."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from wire.errors import RemoteProtocolError
 from wire.headers import RequestHeader, ResponseHeader, encode_response_header
 from wire.messages import SaslHandshakeResponse
 
-__all__ = ["CLIENT_SASL_APIS", "IllegalSaslState", "refuse_client_sasl"]
+__all__ = ["CLIENT_SASL_APIS", "ClientSaslV0", "IllegalSaslState", "refuse_client_sasl"]
 
 #: The APIs a client authenticates with; never forwarded, never advertised in mode "none".
 CLIENT_SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -30,6 +33,10 @@ ILLEGAL_SASL_STATE = 34
 
 class IllegalSaslState(RemoteProtocolError):
     """A client sent SaslAuthenticate without a successful SaslHandshake first."""
+
+
+class ClientSaslV0(RemoteProtocolError):
+    """A SaslHandshake v0 in passthrough: the unframed tokens after it cannot be relayed."""
 
 
 def refuse_client_sasl(header: RequestHeader) -> bytes:

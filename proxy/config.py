@@ -161,6 +161,11 @@ class ConnectionsSection(_Section):
     """Close a client that starts a frame and does not finish it within this time."""
     shutdown_drain_ms: int = Field(default=5_000, ge=0)
     """On SIGTERM/SIGINT, how long in-flight requests may take to finish."""
+    upstream_idle_timeout_ms: int = Field(default=30_000, ge=0)
+    """Close a client's own upstream connection when nothing went on it this long and nothing
+    is owed on it (re-opened on the next request that needs it); 0 = keep it open. Its held
+    fetches go on the proxy's shared channels, so an idle consumer costs one descriptor.
+    Never closed with client_auth = "passthrough" (it carries the client's authentication)."""
 
 
 class PurgatorySection(_Section):

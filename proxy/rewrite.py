@@ -10,8 +10,10 @@
 #   - Metadata, FindCoordinator, DescribeCluster, and the KIP-951 node_endpoints of Produce and
 #     Fetch responses: every broker address is replaced by the proxy's address for that node.
 #   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
-#   - SaslHandshake / SaslAuthenticate from clients: refused locally and not advertised
-#     (client_auth = "none"; proxy/client_sasl.py).
+#   - SaslHandshake / SaslAuthenticate from clients: with client_auth = "none" refused locally
+#     and not advertised (proxy/client_sasl.py); with "passthrough" forwarded as they are and
+#     advertised, SaslHandshake from v1 on (v0 is followed by unframed SASL tokens, which a
+#     proxy that reads Kafka frames cannot pass on: refused with the connection closed).
 #
 # A response is re-encoded only when something in it changed; otherwise its bytes pass through.
 """What to do with each request, and the rewriting of responses that name brokers."""
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from proxy.client_sasl import CLIENT_SASL_APIS, refuse_client_sasl
+from proxy.client_sasl import CLIENT_SASL_APIS, ClientSaslV0, refuse_client_sasl
 from proxy.held.partition_state import TopicNames
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
@@ -99,6 +101,8 @@ class RequestPlan:
     """A request to forward upstream, and what its response needs.
 
     ``body_offset``: where the request body starts in the frame body (after the header).
+    ``client_sasl``: clients authenticate through the proxy (passthrough): an ApiVersions
+    answer keeps the SASL APIs.
     """
 
     header: RequestHeader
@@ -106,6 +110,7 @@ class RequestPlan:
     rewrite: bool
     body_offset: int = 0
     produced: ProducedPartitions | None = None
+    client_sasl: bool = False
 
     @property
     def correlation_id(self) -> int:
@@ -121,11 +126,14 @@ class LocalAnswer:
 
 
 def plan_request(
-    body: bytes | bytearray | memoryview, brokers: BrokerDirectory
+    body: bytes | bytearray | memoryview, brokers: BrokerDirectory, *, client_sasl: bool = False
 ) -> RequestPlan | LocalAnswer:
     """Classify one request frame body (the bytes after the size).
 
+    ``client_sasl``: client_auth = "passthrough"; the client's SASL requests are forwarded.
+
     Raises:
+        ClientSaslV0: SaslHandshake v0 in passthrough (see the module header).
         UnknownApiKey: an API the schema tables do not know.
         UnsupportedVersion: a version of an API the proxy rewrites that it cannot decode.
         MalformedMessage: a header (or Produce body) that does not parse.
@@ -142,8 +150,15 @@ def plan_request(
     )
     if (rewrite or api_key in REQUEST_CLASSES) and not can_decode(api_key, version):
         raise UnsupportedVersion(f"{spec.name} v{version} is not supported by the proxy")
-    if api_key in CLIENT_SASL_APIS:  # client_auth = none: refused, never forwarded
-        return LocalAnswer(header.correlation_id, refuse_client_sasl(header))
+    if api_key in CLIENT_SASL_APIS:
+        if not client_sasl:  # client_auth = none: refused, never forwarded
+            return LocalAnswer(header.correlation_id, refuse_client_sasl(header))
+        if api_key == ApiKey.SASL_HANDSHAKE and version == 0:
+            raise ClientSaslV0(
+                "SaslHandshake v0 (unframed SASL tokens) cannot pass through the proxy; "
+                "clients that speak SaslAuthenticate use v1"
+            )
+        return RequestPlan(header, True, False, header_length)
     expects_response = True
     produced = None
     if api_key == ApiKey.PRODUCE:
@@ -154,7 +169,8 @@ def plan_request(
         expects_response = produce.acks != 0
         if expects_response:
             produced = ProducedPartitions(produce.timeout_ms, produce.topics)
-    return RequestPlan(header, expects_response, rewrite, header_length, produced)
+    passes_sasl = client_sasl and api_key == ApiKey.API_VERSIONS
+    return RequestPlan(header, expects_response, rewrite, header_length, produced, passes_sasl)
 
 
 def rewrite_response(
@@ -167,18 +183,23 @@ def rewrite_response(
     if api_key == ApiKey.PRODUCE and produce_response_has_no_tags(rest, version):
         return body  # no KIP-951 fields, nothing names a broker: not worth a decode
     message = decode_response(api_key, version, rest)
-    if not _REWRITERS[api_key](message, brokers):
+    if isinstance(message, ApiVersionsResponse):
+        _clamp_api_versions(message, keep_sasl=plan.client_sasl)
+    elif not _REWRITERS[api_key](message, brokers):
         return body
     return bytes(body[:start]) + encode(message, version)
 
 
-def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:
-    assert isinstance(message, ApiVersionsResponse)
+def _clamp_api_versions(message: ApiVersionsResponse, *, keep_sasl: bool) -> None:
+    """Advertise only what the proxy passes on: the codec's ranges; SASL only in passthrough,
+    SaslHandshake from v1 (see the module header)."""
     kept: list[ApiVersion] = []
     for entry in message.api_keys:
         spec = API_BY_KEY.get(entry.api_key)
-        if spec is None or entry.api_key in CLIENT_SASL_APIS:
+        if spec is None or (entry.api_key in CLIENT_SASL_APIS and not keep_sasl):
             continue  # we would close (or refuse) connections that use it: do not advertise it
+        if entry.api_key == ApiKey.SASL_HANDSHAKE:
+            entry.min_version = max(entry.min_version, 1)
         if spec.decodable:
             entry.min_version = max(entry.min_version, spec.min_version)
             entry.max_version = min(entry.max_version, spec.max_version)
@@ -192,7 +213,6 @@ def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:
     message.raw_tagged_fields = tuple(
         (tag, data) for tag, data in message.raw_tagged_fields if tag not in _KNOWN_TAGS
     )
-    return True
 
 
 _KNOWN_TAGS = frozenset(spec.tag for spec in ApiVersionsResponse._SCHEMA if spec.tag is not None)
@@ -243,7 +263,6 @@ def _rewrite_node_endpoints(message: Message, brokers: BrokerDirectory) -> bool:
 
 
 _REWRITERS: dict[int, Callable[[Message, BrokerDirectory], bool]] = {
-    ApiKey.API_VERSIONS: _clamp_api_versions,
     ApiKey.METADATA: _rewrite_metadata,
     ApiKey.FIND_COORDINATOR: _rewrite_find_coordinator,
     ApiKey.DESCRIBE_CLUSTER: _rewrite_describe_cluster,

@@ -92,6 +92,10 @@ class UpstreamSecurity:
         self.rng = rng or random.Random()
         self._token: tuple[int, str] | None = None  # (mtime_ns, token)
 
+    def without_sasl(self) -> UpstreamSecurity:
+        """The same TLS, no SASL: for connections that carry a client's own authentication."""
+        return UpstreamSecurity(self.tls_context, None, self.rng)
+
     @classmethod
     def from_config(cls, upstream: UpstreamSection) -> UpstreamSecurity:
         """Build it from the [upstream] section.

@@ -11,9 +11,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 __all__ = [
     "ClientAuth",
@@ -24,17 +24,9 @@ __all__ = [
 ]
 
 
-def _client_auth(value: str) -> str:
-    if value == "passthrough":
-        raise ValueError(
-            "passthrough is not implemented yet (issue 16 needs the connection-layer redesign); "
-            'use "none"'
-        )
-    return value
-
-
-#: How clients authenticate: "none" = the proxy's own identity upstream (the sidecar mode).
-ClientAuth = Annotated[Literal["none", "passthrough"], AfterValidator(_client_auth)]
+#: How clients authenticate: "none" = the proxy's own identity upstream (the sidecar mode);
+#: "passthrough" = each client's own SASL goes to the cluster (the gateway; docs/security.md).
+ClientAuth = Literal["none", "passthrough"]
 
 SaslMechanism = Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 

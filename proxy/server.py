@@ -124,9 +124,14 @@ async def serve(
         http = bind_socket_listener(*parse_host_port(config.metrics.listen))
     server_tls = _server_tls(config)
     connect_timeout_s = config.upstream.connect_timeout_ms / 1000
+    client_dialer = dialer
     if dialer is None:
-        # TLS and SASL of every upstream connection (issue 16).
-        dialer = UpstreamDialer(UpstreamSecurity.from_config(config.upstream), connect_timeout_s)
+        # TLS and SASL of every upstream connection (issue 16); in passthrough, connections
+        # for clients get TLS only, and the clients' own SASL goes through them.
+        security = UpstreamSecurity.from_config(config.upstream)
+        dialer = client_dialer = UpstreamDialer(security, connect_timeout_s)
+        if config.proxy.client_auth == "passthrough":
+            client_dialer = UpstreamDialer(security.without_sasl(), connect_timeout_s)
     pool = MemoryPool(
         config.memory.limit,
         int(config.memory.socket_request_max_bytes),
@@ -169,6 +174,7 @@ async def serve(
                 dialer=dialer,
                 held=held,
                 drain=drain,
+                client_dialer=client_dialer if client_dialer is not None else dialer,
             )
             async with trio.open_nursery() as handlers:
                 with shutdown:

@@ -173,9 +173,7 @@ class Listeners:
                 if self._server_tls is not None:
                     handlers.start_soon(self._serve_tls, stream, node_id, services)
                     continue
-                connection = ClientConnection(
-                    services, stream, node_id, next(self._connection_ids)
-                )
+                connection = ClientConnection(services, stream, node_id, next(self._connection_ids))
                 handlers.start_soon(connection.run)
 
     async def _serve_tls(

@@ -31,6 +31,9 @@ class ConnectionServices:
         routing: where a connection on a broker's port (or the bootstrap port) goes upstream.
         bootstrap: the configured upstream bootstrap servers.
         held: held fetches and produces; None when ``[fetch] hold = false``.
+        dialer: how the proxy's own upstream connections open (its TLS and SASL identity).
+        client_dialer: how client connections' upstream connections open: the same, or
+            without the proxy's SASL when clients authenticate themselves (passthrough).
     """
 
     config: Config
@@ -43,6 +46,12 @@ class ConnectionServices:
     dialer: Dialer
     held: HeldRequests | None
     drain: Drain
+    client_dialer: Dialer
+
+    @property
+    def passthrough(self) -> bool:
+        """Clients authenticate to the cluster themselves (``[proxy] client_auth``)."""
+        return self.config.proxy.client_auth == "passthrough"
 
     def upstream_for(self, node_id: int | None) -> list[Address]:
         """Where a connection on ``node_id``'s port (None: bootstrap) should be forwarded."""

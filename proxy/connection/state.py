@@ -13,7 +13,9 @@
 #             frame's correlation id against it: optional entries before the match got no
 #             answer and are dropped (a broker answers one connection in order), an answer to
 #             an optional entry is to be skipped, and anything else means the connection is out
-#             of step (UpstreamFailed).
+#             of step (UpstreamFailed). The response pump may send reads of its own for a
+#             held fetch (passthrough: `expect_own_answer`, with an id no client request has
+#             in flight); their answers are required entries like any other.
 #
 # Slots are frozen dataclasses, one class per kind, so the response pump dispatches on the type
 # and no slot carries fields that mean nothing for its kind. Every way the connection can end
@@ -111,7 +113,7 @@ class HeldProduce:
 
 @dataclass(frozen=True, slots=True)
 class HeldFetch:
-    """A fetch the proxy answers itself (a first look went upstream if ``ticket.ask_upstream``)."""
+    """A fetch the proxy answers itself (its upstream reads are HeldRequests.answer's)."""
 
     plan: RequestPlan
     ticket: FetchTicket
@@ -136,7 +138,15 @@ class Connection:
     ``note_closed`` keeps the first reason the connection ends for.
     """
 
-    __slots__ = ("_ended", "_max_in_flight", "_optional", "_owed", "_upstream", "closed_by")
+    __slots__ = (
+        "_ended",
+        "_max_in_flight",
+        "_optional",
+        "_owed",
+        "_own_ids",
+        "_upstream",
+        "closed_by",
+    )
 
     def __init__(self, max_in_flight: int) -> None:
         self._max_in_flight = max_in_flight
@@ -146,6 +156,7 @@ class Connection:
         # How many entries of the upstream ledger are optional.
         self._optional = 0
         self._ended = False
+        self._own_ids = -1  # the next id for the proxy's own reads, counting down
         self.closed_by: ConnectionClosed | None = None
 
     def __repr__(self) -> str:
@@ -167,11 +178,31 @@ class Connection:
                 self._upstream.popleft()
                 self._optional -= 1
             return
-        if not isinstance(slot, Local) and (
-            not isinstance(slot, HeldFetch) or slot.ticket.ask_upstream
-        ):
+        if not isinstance(slot, Local | HeldFetch):
             self._upstream.append((slot.plan.header.correlation_id, False))
         self._owed.append(slot)
+
+    def expect_own_answer(self) -> int:
+        """A correlation id for a request of the proxy's own on this upstream connection
+        (sent now, after everything already in the ledger), recorded as awaited."""
+        in_flight = {expected for expected, _ in self._upstream}
+        while True:
+            correlation_id = self._own_ids
+            self._own_ids = -1 if correlation_id <= -(2**31) + 1 else correlation_id - 1
+            if correlation_id not in in_flight:
+                break
+        self._upstream.append((correlation_id, False))
+        return correlation_id
+
+    @property
+    def upstream_idle(self) -> bool:
+        """No answer is awaited from the upstream (optional ones are not awaited)."""
+        return len(self._upstream) == self._optional
+
+    def forget_upstream(self) -> None:
+        """The upstream connection was closed while idle: the answers it owed die with it."""
+        self._upstream.clear()
+        self._optional = 0
 
     def end_requests(self) -> None:
         """The request side is done: no more slots will be owed."""

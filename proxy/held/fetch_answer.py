@@ -43,11 +43,13 @@ ClientKey = tuple[str | UUID, int]
 
 @dataclass(slots=True)
 class FetchResults:
-    """One upstream fetch's answer, by client key (records are views into its frame)."""
+    """One upstream fetch's answer, by client key (records are views into its frame);
+    ``error_code``: the broker refused the whole fetch (no partitions then)."""
 
     partitions: dict[ClientKey, PartitionData] = field(default_factory=dict)
     throttle_time_ms: int = 0
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
+    error_code: int = 0
 
     def size_bytes(self) -> int:
         """Roughly what the answer occupies: its records plus a little per partition."""

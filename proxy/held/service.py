@@ -6,13 +6,25 @@
 #   └── per broker, started on first use:
 #       ├── refetch channel's reader   BrokerChannel for re-fetches after a wake-up
 #       └── watcher + its channel      UpstreamWatcher (its long-polls need a connection of
-#                                      their own: a broker answers a connection in order)
+#                                      their own: a broker answers a connection in order),
+#                                      or in passthrough OffsetWatcher (ListOffsets only)
 #
 # A client connection (proxy/connection/client.py) calls `plan` when a Fetch arrives (session
-# bookkeeping, and whether the broker must be asked at all), sends the immediate upstream fetch
-# on its own upstream connection when it must, and then `answer` produces the client's
-# response, holding the fetch in the purgatory as long as Kafka would. `hold_produce` registers
+# bookkeeping, and whether the broker must be asked at all), and then `answer` produces the
+# client's response: a first look upstream if the plan says so, then holding the fetch in the
+# purgatory as long as Kafka would, and a re-fetch after each wake-up. `hold_produce` registers
 # a produce waiting for its answer; `produced` is the produce side's wake-up of held fetches.
+#
+# Where the upstream reads go depends on whose identity the cluster sees:
+#   - the proxy's (client_auth = "none"): the broker's shared re-fetch channels, identical
+#     reads in flight shared; a client connection that only fetches then needs no upstream
+#     connection of its own (issue 17: descriptors per idle consumer);
+#   - the client's (passthrough): the client connection hands `answer` its own FetchReads, so
+#     every record a client receives was fetched with its identity. Nothing is shared, and the
+#     watcher asks ListOffsets only (proxy/held/offset_watcher.py): the proxy identity learns
+#     offsets, never records. `plan` skips the broker only for partitions that connection has
+#     read itself (`known`), so a client the cluster does not authorise learns nothing from
+#     what other clients fetched.
 #
 # Collaborators come in explicitly (config sections, pool, metrics, topic names, where each
 # broker is, how to dial it): this module knows nothing of the server that wires it.
@@ -21,7 +33,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Container, Hashable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,6 +54,7 @@ from proxy.held.fetch_answer import (
     upstream_request,
 )
 from proxy.held.fetch_session import ContextKind, FetchContext, FetchSessionCache
+from proxy.held.offset_watcher import OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.held.watcher import UpstreamWatcher
 from proxy.memory import Lease, MemoryPool
@@ -53,7 +66,7 @@ from proxy.upstream.dialer import Dialer
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
-__all__ = ["BrokerAddresses", "FetchTicket", "HeldRequests"]
+__all__ = ["BrokerAddresses", "FetchReads", "FetchTicket", "HeldRequests"]
 
 log = logging.getLogger("purgatory_proxy.held.service")
 
@@ -111,6 +124,18 @@ class _SharedRead:
     error: UpstreamUnavailable | None = None
 
 
+class FetchReads(Protocol):
+    """A client connection's own upstream fetches (passthrough): its identity, its records."""
+
+    async def fetch(self, request: FetchRequest, version: int) -> FetchResponse:
+        """Send ``request`` on the client's upstream connection and return the answer.
+
+        Raises:
+            ConnectionClosed: that connection failed (the client's connection ends with it).
+        """
+        ...
+
+
 class BrokerAddresses(Protocol):
     """Where each upstream broker is (proxy/routing.Routing provides it)."""
 
@@ -147,6 +172,8 @@ class HeldRequests:
         )
         self._session_cache_size = config.fetch.session_cache_size
         self._watcher_max_wait_ms = config.fetch.watcher_max_wait_ms
+        self._offset_watch_interval_ms = config.fetch.offset_watch_interval_ms
+        self._passthrough = config.proxy.client_auth == "passthrough"
         self._immediate_max_wait_ms = config.fetch.immediate_max_wait_ms
         purgatory = config.purgatory
         self.fetches = Purgatory(
@@ -163,7 +190,7 @@ class HeldRequests:
         self.names = names
         self._sessions: dict[int, FetchSessionCache] = {}
         self._refetch_channels: dict[int, list[BrokerChannel]] = {}
-        self._watchers: dict[int, UpstreamWatcher] = {}
+        self._watchers: dict[int, UpstreamWatcher | OffsetWatcher] = {}
         self._reads: dict[Hashable, _SharedRead] = {}
         self._nursery: trio.Nursery | None = None
         self._immediate = self._metrics.upstream_fetches.labels("immediate")
@@ -181,8 +208,18 @@ class HeldRequests:
 
     # -- the fetch path ----------------------------------------------------------------
 
-    def plan(self, node_id: int, request: FetchRequest, version: int) -> FetchTicket:
-        """Apply the request to its session and decide whether the broker must be asked."""
+    def plan(
+        self,
+        node_id: int,
+        request: FetchRequest,
+        version: int,
+        known: Container[tuple[object, int]] | None = None,
+    ) -> FetchTicket:
+        """Apply the request to its session and decide whether the broker must be asked.
+
+        ``known``: the partitions (as the client names them) the proxy may answer from its
+        own knowledge; None = all (see the module header).
+        """
         now_ms = current_time_ms()
         cache = self._sessions.get(node_id)
         if cache is None:
@@ -194,18 +231,19 @@ class HeldRequests:
         if (
             context.kind is ContextKind.ERROR
             or not context.partitions  # answered at once, with nothing (Kafka does the same)
-            or (request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms))
+            or (request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms, known))
         ):
             ticket.ask_upstream = False
-        if ticket.ask_upstream:
-            self._immediate.inc()
         return ticket
 
-    def _nothing_new(self, ticket: FetchTicket, now_ms: int) -> bool:
+    def _nothing_new(
+        self, ticket: FetchTicket, now_ms: int, known: Container[tuple[object, int]] | None
+    ) -> bool:
         names, states = self.names, self.states
         isolation = ticket.request.isolation_level
         return all(
-            states.nothing_new(canonical(key, names), cached.fetch_offset, isolation, now_ms)
+            (known is None or key in known)
+            and states.nothing_new(canonical(key, names), cached.fetch_offset, isolation, now_ms)
             for key, cached in ticket.context.partitions.items()
         )
 
@@ -219,23 +257,35 @@ class HeldRequests:
             ticket.request, ticket.context, self.response_max_bytes, max_wait_ms
         )
 
-    async def answer(self, ticket: FetchTicket, first: FetchResponse | None) -> FetchResponse:
-        """The client's response: from ``first`` (the immediate upstream answer, if one was
-        asked for), after holding the fetch in the purgatory while Kafka would.
+    async def answer(self, ticket: FetchTicket, reads: FetchReads | None = None) -> FetchResponse:
+        """The client's response: a first look upstream if ``ticket.ask_upstream``, then the
+        fetch held in the purgatory while Kafka would, re-fetched after each wake-up.
+
+        ``reads``: the client connection's own fetches (passthrough); None = the broker's
+        shared re-fetch channels (the proxy's identity).
 
         The memory behind the records in the response is ``ticket.lease``; the caller releases
         it (``ticket.release()``) once the response is written.
+
+        Raises:
+            ConnectionClosed: from ``reads``, when the client's own connection fails.
         """
         context = ticket.context
         if context.kind is ContextKind.ERROR:
             return error_response(context.error_code)
         request = ticket.request
         results = FetchResults()
-        if first is not None:
-            if first.error_code:  # the broker refused the whole fetch: pass it on
-                return error_response(first.error_code)
-            results = FetchResults.of(first)
-            self._learn(ticket, results)
+        if ticket.ask_upstream:
+            try:
+                results = await self._refetch(
+                    ticket, self._immediate_max_wait_ms, reads, first=True
+                )
+            except UpstreamUnavailable as error:
+                # Hold it like a fetch with nothing new: the client's next fetch tries again
+                # after max_wait, not at once in a loop while the broker is away.
+                log.debug("first look for broker %d failed: %s", ticket.node_id, error)
+            if results.error_code:  # the broker refused the whole fetch: pass it on
+                return error_response(results.error_code)
         now_ms = current_time_ms()
         patient = True
         while (
@@ -250,16 +300,15 @@ class HeldRequests:
             patient = False
             try:
                 if unread:
-                    results = await self._refetch(ticket, ticket.deadline_ms - now_ms)
+                    results = await self._refetch(ticket, ticket.deadline_ms - now_ms, reads)
                 elif await self._hold(ticket, now_ms):
-                    results = await self._refetch(ticket, self._immediate_max_wait_ms)
+                    results = await self._refetch(ticket, self._immediate_max_wait_ms, reads)
                     patient = True
                 else:
                     ticket.expired = True
                     break
             except UpstreamUnavailable as error:
-                # Answer with what the proxy has; the client's next fetch meets the failure on
-                # its own connection, where it belongs.
+                # Answer with what the proxy has; the client's next fetch tries again.
                 log.debug("re-fetch for broker %d failed: %s", ticket.node_id, error)
                 break
             now_ms = current_time_ms()
@@ -288,16 +337,26 @@ class HeldRequests:
             ticket.held_ms += (trio.current_time() - started_s) * 1000
         return not operation.expired
 
-    async def _refetch(self, ticket: FetchTicket, max_wait_ms: int) -> FetchResults:
-        """Fetch the ticket's partitions again; a broker like Tansu may keep it up to
+    async def _refetch(
+        self,
+        ticket: FetchTicket,
+        max_wait_ms: int,
+        reads: FetchReads | None,
+        *,
+        first: bool = False,
+    ) -> FetchResults:
+        """Fetch the ticket's partitions (again); a broker like Tansu may keep it up to
         ``max_wait_ms`` (min_bytes is 0).
 
         Fetches woken together by the same news usually ask for the same thing (consumers of
-        one partition at its end): identical re-fetches in flight share one upstream read, so
-        a produce that wakes a thousand held fetches costs the broker one fetch, not a
-        thousand queued on the re-fetch channels.
+        one partition at its end): with the proxy's identity, identical reads in flight share
+        one upstream read, so a produce that wakes a thousand held fetches costs the broker one
+        fetch, not a thousand queued on the re-fetch channels. A client's own reads are its
+        own.
         """
         ticket.release()  # the previous answer is replaced; never hold two leases
+        if reads is not None:
+            return await self._read(ticket, max_wait_ms, reads, first)
         request = ticket.request
         key = (
             ticket.node_id,
@@ -312,7 +371,7 @@ class HeldRequests:
             if shared is None:
                 shared = self._reads[key] = _SharedRead()
                 try:
-                    shared.results = await self._read(ticket, max_wait_ms)
+                    shared.results = await self._read(ticket, max_wait_ms, None, first)
                 except UpstreamUnavailable as error:
                     shared.error = error
                     raise
@@ -330,17 +389,24 @@ class HeldRequests:
                 return shared.results
             # The reader's client went away before the answer came: read it ourselves.
 
-    async def _read(self, ticket: FetchTicket, max_wait_ms: int) -> FetchResults:
-        """One upstream re-fetch for ``ticket``, its response budget paid from the pool first."""
+    async def _read(
+        self, ticket: FetchTicket, max_wait_ms: int, reads: FetchReads | None, first: bool
+    ) -> FetchResults:
+        """One upstream fetch for ``ticket`` (``first``: its first look), its response budget
+        paid from the pool first."""
         ticket.lease = await self._pool.allocate(self.response_max_bytes)
-        self._refetches.inc()
-        channel = self._refetch_channel(ticket.node_id)
         request = self.immediate_request(ticket, max_wait_ms)
-        response = await channel.request(request, ticket.version)
-        assert isinstance(response, FetchResponse)
+        if reads is not None:
+            response = await reads.fetch(request, ticket.version)
+        else:
+            channel = self._refetch_channel(ticket.node_id)
+            answer = await channel.request(request, ticket.version)
+            assert isinstance(answer, FetchResponse)
+            response = answer
+        (self._immediate if first else self._refetches).inc()
         if response.error_code:
             ticket.release()
-            return FetchResults()
+            return FetchResults(error_code=response.error_code)
         results = FetchResults.of(response)
         ticket.shrink(self._pool, results.size_bytes())
         self._learn(ticket, results)
@@ -396,18 +462,32 @@ class HeldRequests:
         channels.append(channels.pop(0))
         return channels[0]
 
-    def _watcher(self, node_id: int) -> UpstreamWatcher:
+    def _watcher(self, node_id: int) -> UpstreamWatcher | OffsetWatcher:
+        """The broker's watcher: a Fetch long-poll, or in passthrough ListOffsets only (the
+        proxy identity learns offsets, never records)."""
         watcher = self._watchers.get(node_id)
         if watcher is None:
-            watcher = self._watchers[node_id] = UpstreamWatcher(
-                node_id,
-                self._channel(node_id),
-                self.states,
-                self.names,
-                self.fetches,
-                self._watcher_max_wait_ms,
-                self._metrics,
-            )
+            if self._passthrough:
+                watcher = OffsetWatcher(
+                    node_id,
+                    self._channel(node_id),
+                    self.states,
+                    self.names,
+                    self.fetches,
+                    self._offset_watch_interval_ms,
+                    self._metrics,
+                )
+            else:
+                watcher = UpstreamWatcher(
+                    node_id,
+                    self._channel(node_id),
+                    self.states,
+                    self.names,
+                    self.fetches,
+                    self._watcher_max_wait_ms,
+                    self._metrics,
+                )
+            self._watchers[node_id] = watcher
             assert self._nursery is not None
             self._nursery.start_soon(watcher.run)
         return watcher
