@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import confluent_kafka
 import pytest
 import scramp
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -323,9 +324,11 @@ def test_wrong_password_fails_with_an_authentication_error_and_alice_is_unaffect
     with contextlib.suppress(Exception):
         producer.list_topics(timeout=10)
     producer.poll(0.5)
+    del producer  # librdkafka would go on retrying the login in the background
     codes = {error.code() for error in errors}
     assert KafkaError._AUTHENTICATION in codes, [str(e) for e in errors]
-    # A raw client sees the cluster's own refusal: error 58, then the connection closes.
+    # A raw client sees the cluster's own refusal: error 58, then the connection closes (the
+    # cluster closed the client's upstream connection, as Kafka does after a failed login).
     raw = _connect(gateway.proxy.bootstrap)
     with raw.sock:
         answer = _login(raw, wrong)
@@ -428,6 +431,8 @@ def test_client_reauthentication_is_forwarded_across_several_session_lifetimes(
     """KIP-368 with 4 s sessions: librdkafka (>= 2.2 re-authenticates) produces and consumes for
     over 16 s through the proxy; the front closes any connection whose session expired (as
     Kafka does), and none is."""
+    # KIP-368 re-authentication is in librdkafka from 2.2.0 on.
+    assert confluent_kafka.libversion()[1] >= 0x020200FF, confluent_kafka.libversion()
     with _gateway(kafka_broker, pki, lifetime_ms=4000) as gateway:
         bootstrap = gateway.proxy.bootstrap
         topic = _create_topic(bootstrap, ALICE, "passthrough-reauth")
@@ -479,3 +484,62 @@ def test_client_reauthentication_is_forwarded_across_several_session_lifetimes(
         assert most >= 3
         assert gateway.proxy.alive()
         _assert_records_only_on_own_connections(gateway.front, ALICE.username)
+
+
+def test_past_the_session_lifetime_without_reauthentication_nothing_comes_from_proxy_state(
+    kafka_broker: Broker, pki: Pki
+) -> None:
+    """A raw client logs in (4 s sessions), reads, then lets its session expire without
+    re-authenticating: its next Fetch must go to the cluster (which closes the connection, as
+    Kafka does on an expired session), not be answered from what the proxy knows."""
+    with _gateway(kafka_broker, pki, lifetime_ms=4000) as gateway:
+        bootstrap = gateway.proxy.bootstrap
+        topic = _create_topic(bootstrap, ALICE, "passthrough-expiry")
+        sent = [f"before-expiry-{i}".encode() for i in range(5)]
+
+        async def produce() -> None:
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, acks="all", **aiokafka_options(None, ALICE)
+            )
+            await producer.start()
+            try:
+                for value in sent:
+                    await producer.send_and_wait(topic, value, partition=0)
+            finally:
+                await producer.stop()
+
+        asyncio.run(produce())
+        first = _logged_in(bootstrap, ALICE)
+        with first.sock:
+            leader = _leader(first, topic)
+        alice = _logged_in(leader, ALICE)
+        with alice.sock:
+            assert _values(_fetch(alice, topic)) == sent
+            policy = gateway.front.sasl
+            assert policy is not None
+            expired_before = policy.expired_closes
+            time.sleep(5.0)  # past the 4 s session, no re-authentication
+            correlation_id = alice.send(
+                ApiKey.FETCH,
+                11,
+                FetchRequest(
+                    max_wait_ms=1000,
+                    min_bytes=1,
+                    topics=[
+                        FetchTopic(
+                            topic=topic,
+                            partitions=[
+                                FetchPartition(
+                                    partition=0,
+                                    fetch_offset=len(sent),
+                                    partition_max_bytes=1 << 20,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+            )
+            assert correlation_id > 0
+            assert alice.read_frame() is None  # closed, not answered from proxy state
+        assert policy.expired_closes == expired_before + 1
+        assert gateway.proxy.alive()
