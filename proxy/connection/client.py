@@ -18,8 +18,8 @@
 #     proxy's fetch session; the response pump, in turn, has HeldRequests.answer look upstream
 #     if needed, hold the fetch in the purgatory, and build the response. With the proxy's
 #     identity those reads go on the proxy's shared channels, so a consumer that only fetches
-#     needs no upstream connection of its own: one unused for
-#     connections.upstream_idle_timeout_ms is closed (`_close_idle_upstream`).
+#     needs no upstream connection of its own: it is opened on need and closed when idle
+#     (proxy/connection/upstream_link.py).
 #   - a Produce with acks=1/all waits for its answer at most its timeout_ms: the response pump
 #     reads the answer under its own cancel scope whose deadline is the produce's, and the
 #     DelayedProduce in the produce purgatory is completed or expired accordingly. On expiry
@@ -29,9 +29,9 @@
 # client_auth = "passthrough" (issue 16): the upstream connection is opened without the proxy's
 # SASL and carries the client's own SaslHandshake / SaslAuthenticate. Nothing is held or
 # answered from the proxy's state until the cluster has accepted the client
-# (proxy/connection/client_auth.py). A held fetch's reads then go on this connection (OwnReads,
-# with proxy-chosen correlation ids; answers to later requests that arrive meanwhile wait in
-# `_early`), so every record the client receives was fetched with its identity.
+# (proxy/connection/client_auth.py). A held fetch's reads then go on this connection
+# (proxy/connection/own_reads.py), so every record the client receives was fetched with its
+# identity.
 #
 # Any error ends the whole connection (both sides) with one ConnectionClosed reason, one log
 # line and one metric label; nothing here can affect another connection.
@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import trio
 
 from proxy.connection.client_auth import ClientAuthentication
+from proxy.connection.own_reads import OwnReads
 from proxy.connection.records import request_record
 from proxy.connection.services import ConnectionServices
 from proxy.connection.state import (
@@ -67,6 +68,7 @@ from proxy.connection.state import (
     Slot,
     Unanswered,
 )
+from proxy.connection.upstream_link import UpstreamLink
 from proxy.error_peek import peek_error_code
 from proxy.errors import (
     ClientClosed,
@@ -75,8 +77,6 @@ from proxy.errors import (
     ConnectionClosed,
     FrameTimeout,
     IdleTimeout,
-    UpstreamFailed,
-    UpstreamUnavailable,
 )
 from proxy.framed import FrameReader, PeerClosed
 from proxy.held.delayed import DelayedProduce
@@ -91,20 +91,17 @@ from proxy.rewrite import (
 )
 from proxy.routing import Address
 from wire.apis import ApiKey, response_header_version
-from wire.codec import decode, encode, encode_parts
+from wire.codec import decode, encode_parts
 from wire.errors import WireError
 from wire.framing import frame as framed
 from wire.framing import size_prefix
 from wire.headers import (
-    RequestHeader,
     ResponseHeader,
-    encode_request_header,
     encode_response_header,
     parse_response_header,
     peek_request_header,
 )
 from wire.messages.fetch_request import FetchRequest
-from wire.messages.fetch_response import FetchResponse
 from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
 __all__ = ["ClientConnection"]
@@ -151,14 +148,9 @@ class ClientConnection:
         # Passthrough: the partitions (as the client names them) this connection has fetched
         # itself, the only ones its fetches may be answered about from the proxy's knowledge.
         self._known: set[tuple[object, int]] | None = set() if services.passthrough else None
-        # The upstream connection, opened on first need (see _upstream_stream).
-        self._upstream: trio.abc.Stream | None = None
-        self._reader: FrameReader | None = None
-        self._upstream_used_s = 0.0
-        self._forwarding = False  # the request pump is between owing a slot and sending it
-        self._early: dict[int, bytearray] = {}  # passthrough: answers read ahead of their turn
-        self._send_lock = trio.Lock()  # passthrough: both pumps send upstream
-        self._nursery: trio.Nursery | None = None
+        self._upstream = UpstreamLink(
+            services, node_id, self._conn, shared_sends=services.passthrough
+        )
         self._owed_lot = trio.lowlevel.ParkingLot()  # the response pump, waiting for a slot
         self._room_lot = trio.lowlevel.ParkingLot()  # the request pump, waiting for room
         # Held fetches and produces; fetches only on broker ports (a bootstrap connection may
@@ -186,7 +178,7 @@ class ClientConnection:
         internal = False
         try:
             async with trio.open_nursery() as nursery:
-                self._nursery = nursery
+                self._upstream.bind(nursery)
                 nursery.start_soon(self._guard, nursery, self._pump_responses)
                 await self._guard(nursery, self._pump_requests)
         except ConnectionClosed as reason:
@@ -202,7 +194,7 @@ class ClientConnection:
                 self._held_answer.operation.force_complete()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.client)
-                await self._close_upstream()
+                await self._upstream.aclose()
             metrics.connections_open.dec()
             self._log_close(internal)
 
@@ -247,72 +239,6 @@ class ClientConnection:
                 ConnectionBroken(f"connection broke: {error or type(error).__name__}")
             )
         nursery.cancel_scope.cancel()
-
-    # -- the upstream connection ----------------------------------------------------------
-
-    async def _upstream_stream(self) -> trio.abc.Stream:
-        """The upstream connection, opened now if there is none (first use, or closed idle)."""
-        upstream = self._upstream
-        if upstream is None:
-            upstream = self._upstream = await self._connect_upstream()
-            self._reader = FrameReader(upstream)
-            self._upstream_used_s = trio.current_time()
-            self._services.metrics.upstream_open.inc()
-            idle_ms = self._services.config.connections.upstream_idle_timeout_ms
-            if idle_ms > 0 and not self._auth.passthrough and self._nursery is not None:
-                self._nursery.start_soon(self._close_idle_upstream, upstream, idle_ms / 1000)
-        return upstream
-
-    async def _close_idle_upstream(self, upstream: trio.abc.Stream, idle_s: float) -> None:
-        """Close ``upstream`` once unused for ``idle_s`` with nothing owed on it.
-
-        Safe without locks: only the request pump adds to the upstream ledger, and it marks
-        the span from owing a slot to sending it (``_forwarding``); between checkpoints
-        nothing else runs, so the check and the forgetting below happen at one instant.
-        """
-        while self._upstream is upstream:
-            await trio.sleep_until(self._upstream_used_s + idle_s)
-            if (
-                self._upstream is upstream
-                and not self._forwarding
-                and self._conn.upstream_idle
-                and trio.current_time() >= self._upstream_used_s + idle_s
-            ):
-                await self._close_upstream()
-
-    async def _close_upstream(self) -> None:
-        upstream, self._upstream, self._reader = self._upstream, None, None
-        if upstream is not None:
-            self._conn.forget_upstream()
-            self._services.metrics.upstream_open.dec()
-            await trio.aclose_forcefully(upstream)
-
-    async def _send_upstream(self, upstream: trio.abc.Stream, frame: bytes | bytearray) -> None:
-        self._upstream_used_s = trio.current_time()
-        if self._auth.passthrough:  # the response pump sends its own reads too
-            async with self._send_lock:
-                await upstream.send_all(frame)
-        else:
-            await upstream.send_all(frame)
-
-    async def _connect_upstream(self) -> trio.abc.Stream:
-        services = self._services
-        candidates = services.upstream_for(self.node_id)
-        connects = services.metrics.upstream_connects
-        if not candidates:
-            connects.labels("failed").inc()
-            raise UpstreamFailed(f"no upstream address known for broker {self.node_id}")
-        errors = []
-        for address in candidates:
-            try:
-                # TLS, and the proxy's own SASL identity unless clients pass theirs (issue 16).
-                stream = await services.client_dialer.connect(address)
-                connects.labels("ok").inc()
-                return stream
-            except UpstreamUnavailable as error:
-                connects.labels("failed").inc()
-                errors.append(str(error))
-        raise UpstreamFailed("upstream unreachable (" + "; ".join(errors) + ")")
 
     # -- requests --------------------------------------------------------------------------
 
@@ -379,11 +305,12 @@ class ClientConnection:
                                 slot = Forwarded(plan, arrival)
                                 if plan.header.api_key == ApiKey.SASL_HANDSHAKE:
                                     auth.handshake()
-                            upstream = await self._upstream_stream()
-                            self._forwarding = True
+                            link = self._upstream
+                            stream = await link.stream()
+                            link.forwarding = True  # keeps it open until the frame is sent
                             await self._owe(slot)
-                            await self._send_upstream(upstream, frame)
-                            self._forwarding = False
+                            await link.send(stream, frame)
+                            link.forwarding = False
                             # The lease ends with this block: the buffer must not outlive it
                             # (a parked connection would keep its last frame alive).
                             del frame, body
@@ -504,7 +431,7 @@ class ClientConnection:
                 return
             self._room_lot.unpark()
             if isinstance(slot, Forwarded):
-                frame = await self._owed_frame(slot.plan.header.correlation_id)
+                frame = await self._upstream.answer(slot.plan.header.correlation_id)
                 await self._send_forwarded(slot, frame)
             elif isinstance(slot, Local):
                 await self.client.send_all(slot.response)
@@ -515,29 +442,6 @@ class ClientConnection:
             else:
                 assert isinstance(slot, HeldFetch)
                 await self._answer_fetch(slot)
-
-    async def _owed_frame(self, correlation_id: int) -> bytearray:
-        """The upstream's answer to ``correlation_id`` (size prefix included), skipping
-        answers nobody waits for (acks=0 produces, produces already timed out).
-
-        Answers to requests sent after it can only come first when the response pump sent a
-        read of its own meanwhile (passthrough): they wait in ``_early`` for their turn.
-        """
-        early = self._early.pop(correlation_id, None) if self._early else None
-        if early is not None:
-            return early
-        conn, reader = self._conn, self._reader
-        assert reader is not None  # a slot that expects an answer opened the connection
-        while True:
-            try:
-                frame = await reader.next_frame()
-            except PeerClosed:
-                raise UpstreamFailed("upstream broker closed the connection") from None
-            answered = int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
-            if conn.upstream_answer(answered):
-                if answered == correlation_id:
-                    return frame
-                self._early[answered] = frame  # the ledger vouches it was sent before ours
 
     async def _send_forwarded(self, slot: Forwarded | HeldProduce, frame: bytearray) -> None:
         received_s = trio.current_time()
@@ -576,14 +480,14 @@ class ClientConnection:
         correlation_id = slot.plan.header.correlation_id
         timeout_ms = slot.produced.timeout_ms
         if timeout_ms <= 0:
-            await self._send_produce_answer(slot, await self._owed_frame(correlation_id))
+            await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
             return True
         waited_ms = math.floor((trio.current_time() - slot.arrival.sent_s) * 1000)
         operation = self._held.hold_produce(max(0, timeout_ms - waited_ms))
         self._held_answer = held = _HeldAnswer(slot, operation)
         wait = self._answer_wait
         wait.deadline = operation.expiration_ms / 1000
-        frame = await self._owed_frame(correlation_id)  # Cancelled: the deadline won
+        frame = await self._upstream.answer(correlation_id)  # Cancelled: the deadline won
         wait.deadline = math.inf
         if wait.cancel_called:  # it passed as the answer came: settle it outside the scope
             held.frame = frame
@@ -609,7 +513,9 @@ class ClientConnection:
         assert held is not None
         version = slot.plan.header.api_version
         header_version = response_header_version(ApiKey.FETCH, version)
-        reads = OwnReads(self, slot.plan.header) if self._auth.passthrough else None
+        reads = None
+        if self._known is not None:  # passthrough: the client's own identity reads
+            reads = OwnReads(self._upstream, slot.plan.header.client_id, self._known)
         response = await held.answer(ticket, reads)
         # The record's upstream time is that of the reads, not of the wait in the purgatory.
         received_s = trio.current_time() - ticket.held_ms / 1000
@@ -655,43 +561,6 @@ class ClientConnection:
                 trio.current_time(),
             )
         )
-
-
-class OwnReads:
-    """A held fetch's upstream reads on its client's own connection (passthrough).
-
-    Called from the response pump (inside HeldRequests.answer), which is the only reader of
-    the upstream connection, so the answer is read right here; answers to the client's later
-    requests that come first are kept for their turn (ClientConnection._owed_frame). The reads
-    carry the client's client id: the cluster sees them as the client's, quotas included.
-    """
-
-    __slots__ = ("_connection", "_header")
-
-    def __init__(self, connection: ClientConnection, header: RequestHeader) -> None:
-        self._connection = connection
-        self._header = header
-
-    async def fetch(self, request: FetchRequest, version: int) -> FetchResponse:
-        connection = self._connection
-        upstream = await connection._upstream_stream()
-        correlation_id = connection._conn.expect_own_answer()
-        header = RequestHeader(ApiKey.FETCH, version, correlation_id, self._header.client_id)
-        await connection._send_upstream(
-            upstream, framed(encode_request_header(header), encode(request, version))
-        )
-        frame = await connection._owed_frame(correlation_id)
-        body = memoryview(frame)[_SIZE_BYTES:]
-        _, start = parse_response_header(body, response_header_version(ApiKey.FETCH, version))
-        response = decode(FetchResponse, body[start:], version)
-        known = connection._known
-        if known is not None and not response.error_code:
-            for topic in response.responses:
-                name = topic.topic_id if topic.topic_id.int else topic.topic
-                known.update(
-                    (name, data.partition_index) for data in topic.partitions if not data.error_code
-                )
-        return response
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:

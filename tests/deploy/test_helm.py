@@ -375,7 +375,7 @@ def _field(config: BaseModel, key: tuple[str, ...]) -> Any:
 OVERRIDES: dict[str, dict[str, Any]] = {
     "proxy": {
         "first_broker_port": 19100,
-        "client_auth": "none",
+        "client_auth": "passthrough",
         "tls": {
             "cert_file": "/etc/purgatory-proxy/tls/tls.crt",
             "key_file": "/etc/purgatory-proxy/tls/tls.key",
@@ -401,7 +401,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         },
     },
     "memory": {"limit": "1GiB", "socket_request_max_bytes": "1MB", "tight_fraction": 0.25},
-    "connections": {"idle_timeout_ms": 1111, "frame_timeout_ms": 2222, "shutdown_drain_ms": 3333},
+    "connections": {
+        "idle_timeout_ms": 1111,
+        "frame_timeout_ms": 2222,
+        "shutdown_drain_ms": 3333,
+        "upstream_idle_timeout_ms": 4444,
+    },
     "purgatory": {"tick_ms": 2, "wheel_size": 64, "purge_interval": 77},
     "fetch": {
         "hold": False,
@@ -419,10 +424,6 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "requests_queue_lines": 99,
     },
 }
-#: Keys whose only accepted value is the default today.
-ONLY_DEFAULT = {("proxy", "client_auth")}  # "passthrough" is rejected until implemented
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_values_reach_the_proxy_config(mode: str, tmp_path: Path) -> None:
     """Defaults and non-default values both arrive in the proxy's config, each key as given."""
@@ -447,7 +448,7 @@ def test_values_reach_the_proxy_config(mode: str, tmp_path: Path) -> None:
         assert config == _expected_config(merged, derived)
     defaults = Config()
     overridden = _flat(OVERRIDES)
-    for key in overridden.keys() - ONLY_DEFAULT:
+    for key in overridden.keys():
         assert _field(config, key) != _field(defaults, key), key
     # Every key values.yaml carries is exercised with a non-default value above.
     assert _flat(_merged(None)["config"]).keys() <= overridden.keys()

@@ -1,0 +1,61 @@
+# Strategy: in passthrough (issue 16) the rule is that every record a client receives was
+# fetched with its own identity. A held fetch's upstream reads (its first look and the re-fetch
+# after each wake-up, proxy/held/service.HeldRequests.answer) therefore go on the client's own
+# upstream connection, as requests of the proxy's own after the client's (UpstreamLink
+# .own_request), with the client's client id so the cluster's quotas and logs see the client.
+#
+# Each answer also says which partitions the cluster let this client read: those go into the
+# connection's `known` set, and only for them may the proxy later answer "nothing new" from
+# what it knows (HeldRequests.plan), so a client the cluster does not authorise never learns a
+# high watermark from what other clients fetched.
+"""A held fetch's reads on its client's own upstream connection (passthrough)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from proxy.connection.upstream_link import UpstreamLink
+from wire.apis import ApiKey, response_header_version
+from wire.codec import decode, encode
+from wire.headers import parse_response_header
+from wire.messages.fetch_request import FetchRequest
+from wire.messages.fetch_response import FetchResponse
+
+__all__ = ["OwnReads"]
+
+_SIZE_BYTES = 4
+
+
+class OwnReads:
+    """HeldRequests' FetchReads for one held fetch of a passthrough client.
+
+    Args:
+        upstream: the client connection's upstream connection.
+        client_id: the client id of the client's fetch.
+        known: the connection's partitions (as the client names them) it has read itself;
+            updated with every answer.
+    """
+
+    __slots__ = ("_client_id", "_known", "_upstream")
+
+    def __init__(
+        self, upstream: UpstreamLink, client_id: str | None, known: set[tuple[object, int]]
+    ) -> None:
+        self._upstream = upstream
+        self._client_id = client_id
+        self._known = known
+
+    async def fetch(self, request: FetchRequest, version: int) -> FetchResponse:
+        frame = await self._upstream.own_request(
+            ApiKey.FETCH, version, self._client_id, encode(request, version)
+        )
+        body = memoryview(frame)[_SIZE_BYTES:]
+        _, start = parse_response_header(body, response_header_version(ApiKey.FETCH, version))
+        response = decode(FetchResponse, body[start:], version)
+        if not response.error_code:
+            for topic in response.responses:
+                name: str | UUID = topic.topic_id if topic.topic_id.int else topic.topic
+                self._known.update(
+                    (name, data.partition_index) for data in topic.partitions if not data.error_code
+                )
+        return response

@@ -1,0 +1,169 @@
+# Strategy: a client connection's own connection to the broker it targets, as one object the two
+# pumps of proxy/connection/client.py share.
+#
+#   opened   on the first request that needs it (`stream`): with the proxy's identity, held
+#            fetches read through the proxy's shared channels, so a consumer that only fetches
+#            never opens one;
+#   closed   when unused for connections.upstream_idle_timeout_ms with nothing awaited on it
+#            (`_close_when_idle`, proxy identity only: in passthrough it carries the client's
+#            authentication), and re-opened on the next request that needs it;
+#   answers  read in the order the ledger (proxy/connection/state.Connection) says they were
+#            sent. Only when the response pump sent a request of its own (passthrough reads,
+#            `own_request`) can answers to later client requests come before the one it
+#            awaits: they wait in `_early` for their turn.
+#
+# Concurrency without locks where possible: only the request pump adds to the ledger and it
+# marks the span from owing a slot to sending it (`forwarding`); the idle check and the closing
+# happen between checkpoints, at one instant. In passthrough both pumps send, so sends take a
+# lock there (and only there: it costs a checkpoint per request).
+"""A client connection's own upstream connection: opened on need, closed when idle."""
+
+from __future__ import annotations
+
+import trio
+
+from proxy.connection.services import ConnectionServices
+from proxy.connection.state import Connection
+from proxy.errors import UpstreamFailed, UpstreamUnavailable
+from proxy.framed import FrameReader, PeerClosed
+from wire.framing import frame as framed
+from wire.headers import RequestHeader, encode_request_header
+
+__all__ = ["UpstreamLink"]
+
+_SIZE_BYTES = 4
+
+
+class UpstreamLink:
+    """The upstream connection of one client connection (see the module header).
+
+    Args:
+        services: where brokers are and how to dial them (``client_dialer``), metrics.
+        node_id: the broker the client connection targets (None: the bootstrap port).
+        conn: the client connection's ledger of awaited answers.
+        shared_sends: both pumps send (passthrough): sends are serialised.
+    """
+
+    def __init__(
+        self,
+        services: ConnectionServices,
+        node_id: int | None,
+        conn: Connection,
+        *,
+        shared_sends: bool,
+    ) -> None:
+        self._services = services
+        self._node_id = node_id
+        self._conn = conn
+        self._shared_sends = shared_sends
+        idle_ms = services.config.connections.upstream_idle_timeout_ms
+        self._idle_s = idle_ms / 1000 if idle_ms > 0 and not shared_sends else 0.0
+        self._stream: trio.abc.Stream | None = None
+        self._reader: FrameReader | None = None
+        self._used_s = 0.0
+        self._early: dict[int, bytearray] = {}
+        self._send_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self.forwarding = False
+
+    def bind(self, nursery: trio.Nursery) -> None:
+        """Where the idle watch of each opened connection runs (the client connection's)."""
+        self._nursery = nursery
+
+    async def stream(self) -> trio.abc.Stream:
+        """The upstream connection, opened now if there is none (first use, or closed idle).
+
+        Raises:
+            UpstreamFailed: no address known, or none of them could be reached.
+        """
+        stream = self._stream
+        if stream is None:
+            stream = self._stream = await self._connect()
+            self._reader = FrameReader(stream)
+            self._used_s = trio.current_time()
+            self._services.metrics.upstream_open.inc()
+            if self._idle_s and self._nursery is not None:
+                self._nursery.start_soon(self._close_when_idle, stream)
+        return stream
+
+    async def send(self, stream: trio.abc.Stream, frame: bytes | bytearray) -> None:
+        self._used_s = trio.current_time()
+        if self._shared_sends:
+            async with self._send_lock:
+                await stream.send_all(frame)
+        else:
+            await stream.send_all(frame)
+
+    async def answer(self, correlation_id: int) -> bytearray:
+        """The upstream's answer to ``correlation_id`` (size prefix included), skipping
+        answers nobody waits for (acks=0 produces, produces already timed out).
+
+        Raises:
+            UpstreamFailed: the broker closed the connection, or answered out of step.
+        """
+        if self._early:
+            early = self._early.pop(correlation_id, None)
+            if early is not None:
+                return early
+        conn, reader = self._conn, self._reader
+        assert reader is not None  # a slot that awaits an answer opened the connection
+        while True:
+            try:
+                frame = await reader.next_frame()
+            except PeerClosed:
+                raise UpstreamFailed("upstream broker closed the connection") from None
+            answered = int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
+            if conn.upstream_answer(answered):
+                if answered == correlation_id:
+                    return frame
+                self._early[answered] = frame  # the ledger vouches it was sent before ours
+
+    async def own_request(
+        self, api_key: int, version: int, client_id: str | None, body: bytes | bytearray
+    ) -> bytearray:
+        """Send a request of the proxy's own after everything sent so far, and read its
+        answer (from the response pump only: it is the connection's one reader)."""
+        stream = await self.stream()
+        correlation_id = self._conn.expect_own_answer()
+        header = RequestHeader(api_key, version, correlation_id, client_id)
+        await self.send(stream, framed(encode_request_header(header), body))
+        return await self.answer(correlation_id)
+
+    async def aclose(self) -> None:
+        """Close the connection; answers it still owed are forgotten."""
+        stream, self._stream, self._reader = self._stream, None, None
+        if stream is not None:
+            self._conn.forget_upstream()
+            self._early.clear()
+            self._services.metrics.upstream_open.dec()
+            await trio.aclose_forcefully(stream)
+
+    async def _close_when_idle(self, stream: trio.abc.Stream) -> None:
+        while self._stream is stream:
+            await trio.sleep_until(self._used_s + self._idle_s)
+            if (
+                self._stream is stream
+                and not self.forwarding
+                and self._conn.upstream_idle
+                and trio.current_time() >= self._used_s + self._idle_s
+            ):
+                await self.aclose()
+
+    async def _connect(self) -> trio.abc.Stream:
+        services = self._services
+        candidates = services.upstream_for(self._node_id)
+        connects = services.metrics.upstream_connects
+        if not candidates:
+            connects.labels("failed").inc()
+            raise UpstreamFailed(f"no upstream address known for broker {self._node_id}")
+        errors = []
+        for address in candidates:
+            try:
+                # TLS, and the proxy's own SASL identity unless clients pass theirs (issue 16).
+                stream = await services.client_dialer.connect(address)
+                connects.labels("ok").inc()
+                return stream
+            except UpstreamUnavailable as error:
+                connects.labels("failed").inc()
+                errors.append(str(error))
+        raise UpstreamFailed("upstream unreachable (" + "; ".join(errors) + ")")
