@@ -10,6 +10,14 @@
 #     for an append or its max_wait_ms (`long_poll = False`: a fetch with min_bytes > 0 ignores
 #     appends and always waits max_wait_ms, which lets a test tell a wake-up by the proxy's
 #     upstream watcher from one by a produce through the proxy). min_bytes 0 is answered at once.
+#   - SASL (passthrough tests): with `users` set, a connection may authenticate with
+#     SaslHandshake v1 + SaslAuthenticate PLAIN; `session_lifetime_ms` is handed out and enforced
+#     as Kafka does (past it, anything but a SaslHandshake closes the connection); a failed
+#     authentication is answered SASL_AUTHENTICATION_FAILED and the connection closed. A
+#     connection that never authenticates is the anonymous principal (None), which is what the
+#     proxy's own connections are here; a Fetch by a principal in `fetch_denied` is answered
+#     TOPIC_AUTHORIZATION_FAILED for every partition (an ACL denial). `fetch_log` records who
+#     fetched how many record bytes, with the correlation id.
 #   - ListOffsets: latest (-1) is the log's length, or what `latest_offsets` says for the
 #     partition (Tansu 0.6 answers its last batch's base offset + 1); earliest (-2) is 0. An
 #     unknown partition is UNKNOWN_TOPIC_OR_PARTITION; `offset_errors` answers a partition with
@@ -23,12 +31,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+from dataclasses import dataclass
+
 import trio
 import trio.testing
 
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
-from wire.codec import decode_request, encode
+from wire.codec import Message, decode_request, encode
 from wire.framing import NEED_DATA, FrameDecoder, frame
 from wire.headers import ResponseHeader, encode_response_header, parse_request_header
 from wire.messages import (
@@ -38,6 +50,10 @@ from wire.messages import (
     MetadataResponse,
     ProduceRequest,
     ProduceResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 from wire.messages.api_versions_response import ApiVersion
 from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
@@ -54,12 +70,51 @@ from wire.messages.metadata_response import (
 )
 from wire.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
 
-__all__ = ["BROKER", "NODE_ID", "UNKNOWN_TOPIC_OR_PARTITION", "ScriptedBroker", "ScriptedDialer"]
+__all__ = [
+    "BROKER",
+    "NODE_ID",
+    "TOPIC_AUTHORIZATION_FAILED",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "FetchByPrincipal",
+    "ScriptedBroker",
+    "ScriptedDialer",
+]
 
 NODE_ID = 1
 #: Where the scripted broker says it is (only ever dialled through ScriptedDialer).
 BROKER = Address("broker-1", 9092)
 UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+TOPIC_AUTHORIZATION_FAILED = 29
+SASL_AUTHENTICATION_FAILED = 58
+
+
+@dataclass(frozen=True)
+class FetchByPrincipal:
+    """One Fetch the broker answered: who asked (None = anonymous), its correlation id, how
+    many record bytes the answer carried, and its max wait."""
+
+    principal: str | None
+    correlation_id: int
+    record_bytes: int
+    max_wait_ms: int
+
+
+@dataclass
+class _Session:
+    """One connection's authentication."""
+
+    principal: str | None = None
+    handshake: bool = False
+    expires_s: float = math.inf
+
+
+class _CloseAfter(Exception):
+    """Send ``answer`` (if any), then close the connection."""
+
+    def __init__(self, answer: bytes | None = None) -> None:
+        self.answer = answer
 
 
 class ScriptedBroker:
@@ -79,6 +134,11 @@ class ScriptedBroker:
         self.break_on: dict[int, int] = {}
         #: Every ListOffsets request received, decoded.
         self.list_offsets_requests: list[ListOffsetsRequest] = []
+        #: SASL PLAIN accounts (empty: no SASL), see the module header.
+        self.users: dict[str, str] = {}
+        self.session_lifetime_ms = 0
+        self.fetch_denied: set[str | None] = set()
+        self.fetch_log: list[FetchByPrincipal] = []
         self._appended = trio.lowlevel.ParkingLot()
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
@@ -101,6 +161,7 @@ class ScriptedBroker:
     async def serve(self, stream: trio.abc.Stream) -> None:
         """Answer one connection's requests in order until it closes."""
         decoder = FrameDecoder()
+        session = _Session()
         async with stream:
             while True:
                 body = decoder.next_frame()
@@ -114,7 +175,15 @@ class ScriptedBroker:
                     return  # CLOSED
                 if self._breaks(body):
                     return
-                answer = await self._answer(body)
+                try:
+                    answer = await self._answer(body, session)
+                except _CloseAfter as close:
+                    if close.answer is not None:
+                        with contextlib.suppress(
+                            trio.BrokenResourceError, trio.ClosedResourceError
+                        ):
+                            await stream.send_all(close.answer)
+                    return
                 if answer is not None:
                     try:
                         await stream.send_all(answer)
@@ -131,19 +200,37 @@ class ScriptedBroker:
         self.requests.append((header.api_key, trio.current_time()))
         return True
 
-    async def _answer(self, body: memoryview) -> bytes | None:
+    async def _answer(self, body: memoryview, session: _Session) -> bytes | None:
         header, start = parse_request_header(body)
         api_key, version = header.api_key, header.api_version
         self.requests.append((api_key, trio.current_time()))
         request = decode_request(api_key, version, body[start:])
+        reauthenticating = api_key == ApiKey.SASL_HANDSHAKE or (
+            api_key == ApiKey.SASL_AUTHENTICATE and session.handshake
+        )
+        if trio.current_time() >= session.expires_s and not reauthenticating:
+            raise _CloseAfter()  # KIP-368: the session ran out
         response: (
             ApiVersionsResponse
             | MetadataResponse
             | ProduceResponse
             | FetchResponse
             | ListOffsetsResponse
+            | SaslHandshakeResponse
+            | SaslAuthenticateResponse
         )
-        if api_key == ApiKey.API_VERSIONS:
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            assert isinstance(request, SaslHandshakeRequest)
+            session.handshake = request.mechanism == "PLAIN" and bool(self.users)
+            response = SaslHandshakeResponse(
+                error_code=0 if session.handshake else 33, mechanisms=["PLAIN"]
+            )
+        elif api_key == ApiKey.SASL_AUTHENTICATE:
+            assert isinstance(request, SaslAuthenticateRequest)
+            response = self._authenticate(request, session)
+            if response.error_code:
+                raise _CloseAfter(self._frame(header.correlation_id, api_key, version, response))
+        elif api_key == ApiKey.API_VERSIONS:
             response = ApiVersionsResponse(
                 api_keys=[
                     ApiVersion(
@@ -165,18 +252,49 @@ class ScriptedBroker:
             response = produce
         elif api_key == ApiKey.FETCH:
             assert isinstance(request, FetchRequest)
-            response = await self._fetch(request)
+            if session.principal in self.fetch_denied:
+                response = _denied(request)
+            else:
+                response = await self._fetch(request)
+            self.fetch_log.append(
+                FetchByPrincipal(
+                    session.principal,
+                    header.correlation_id,
+                    sum(len(p.records or b"") for t in response.responses for p in t.partitions),
+                    request.max_wait_ms,
+                )
+            )
         elif api_key == ApiKey.LIST_OFFSETS:
             assert isinstance(request, ListOffsetsRequest)
             self.list_offsets_requests.append(request)
             response = self._list_offsets(request)
         else:
             raise AssertionError(f"the scripted broker has no script for API {api_key}")
+        return self._frame(header.correlation_id, api_key, version, response)
+
+    @staticmethod
+    def _frame(correlation_id: int, api_key: int, version: int, response: Message) -> bytes:
         header_version = response_header_version(api_key, version)
         return frame(
-            encode_response_header(ResponseHeader(header.correlation_id), header_version),
+            encode_response_header(ResponseHeader(correlation_id), header_version),
             encode(response, version),
         )
+
+    def _authenticate(
+        self, request: SaslAuthenticateRequest, session: _Session
+    ) -> SaslAuthenticateResponse:
+        if not session.handshake:
+            return SaslAuthenticateResponse(error_code=34, error_message="no handshake")
+        session.handshake = False
+        _, user, password = bytes(request.auth_bytes).split(b"\0", 2)
+        if self.users.get(user.decode()) != password.decode():
+            return SaslAuthenticateResponse(
+                error_code=SASL_AUTHENTICATION_FAILED, error_message="bad credentials"
+            )
+        session.principal = user.decode()
+        lifetime = self.session_lifetime_ms
+        session.expires_s = trio.current_time() + lifetime / 1000 if lifetime else math.inf
+        return SaslAuthenticateResponse(session_lifetime_ms=lifetime)
 
     def _metadata(self) -> MetadataResponse:
         topics: dict[str, list[int]] = {}
@@ -264,6 +382,28 @@ class ScriptedBroker:
             for t in request.topics
             for p in t.partitions
         )
+
+
+def _denied(request: FetchRequest) -> FetchResponse:
+    """An ACL denial: TOPIC_AUTHORIZATION_FAILED for every partition asked for."""
+    return FetchResponse(
+        responses=[
+            FetchableTopicResponse(
+                topic=topic.topic,
+                topic_id=topic.topic_id,
+                partitions=[
+                    PartitionData(
+                        partition_index=p.partition,
+                        error_code=TOPIC_AUTHORIZATION_FAILED,
+                        high_watermark=-1,
+                        records=b"",
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
 
 
 class ScriptedDialer:
