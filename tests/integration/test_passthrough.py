@@ -31,9 +31,10 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from kafka.record import MemoryRecords
 
 from tests.compat._tls import ClientSasl, aiokafka_options, kafka_python_options, librdkafka_config
+from tests.integration._kafka_raw import metric_value
 from tests.support.certs import Pki, make_pki
 from tests.support.group_round_trip import group_round_trip
-from tests.support.processes import Broker
+from tests.support.processes import Broker, free_port
 from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
 from tests.support.sasl_front import ConnectionAudit, SaslPolicy, SecureFront
@@ -78,6 +79,8 @@ GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 class Gateway:
     front: SecureFront
     proxy: ProxyProcess
+    #: HOST:PORT of the proxy's /metrics.
+    metrics: str
 
 
 def _policy(lifetime_ms: int = 0) -> SaslPolicy:
@@ -114,9 +117,10 @@ def _gateway(broker: Broker, pki: Pki, lifetime_ms: int = 0) -> Iterator[Gateway
         "PURGATORY_PROXY_UPSTREAM__SASL__USERNAME": "proxy",
         "PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD": PROXY_PASSWORD,
     }
+    metrics = f"127.0.0.1:{free_port()}"
     try:
-        with running_proxy(front.bootstrap, env=env) as proxy:
-            yield Gateway(front, proxy)
+        with running_proxy(front.bootstrap, "--metrics", metrics, env=env) as proxy:
+            yield Gateway(front, proxy, metrics)
     finally:
         front.stop()
 
@@ -247,6 +251,14 @@ def _create_topic(bootstrap: str, sasl: ClientSasl, prefix: str) -> str:
     return topic
 
 
+def _fetch_metric(gateway: Gateway, name: str) -> float:
+    return metric_value(gateway.metrics, name, operation="fetch")
+
+
+def _held_fetches(gateway: Gateway) -> float:
+    return _fetch_metric(gateway, "purgatory_proxy_purgatory_pending")
+
+
 async def _take(consumer: AIOKafkaConsumer, count: int) -> list[bytes]:
     values: list[bytes] = []
     deadline = time.monotonic() + 60
@@ -270,7 +282,7 @@ def test_alice_round_trip_with_a_waiting_consumer_fetches_only_as_alice(
     first = [f"first-{i}".encode() for i in range(20)]
     later = [f"later-{i}".encode() for i in range(20)]
 
-    async def scenario() -> tuple[list[bytes], list[bytes], bool]:
+    async def scenario() -> tuple[list[bytes], list[bytes], tuple[bool, float, bool]]:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", **options)
         consumer = AIOKafkaConsumer(
             topic,
@@ -293,19 +305,27 @@ def test_alice_round_trip_with_a_waiting_consumer_fetches_only_as_alice(
             # The consumer waits (its next Fetch is held) before anything more is sent.
             waiting = asyncio.ensure_future(_take(consumer, len(later)))
             await asyncio.sleep(1.0)
-            was_waiting = not waiting.done()
+            held = (not waiting.done(), _held_fetches(gateway))
+            completed_before = _fetch_metric(gateway, "purgatory_proxy_purgatory_completions_total")
             for value in later:
                 await producer.send_and_wait(topic, value)
             got_later = await asyncio.wait_for(waiting, timeout=90)
             await consumer.commit()
-            return got_first, got_later, was_waiting
+            # The held fetch was completed by the new data (not by its deadline).
+            woken = (
+                _fetch_metric(gateway, "purgatory_proxy_purgatory_completions_total")
+                > completed_before
+            )
+            return got_first, got_later, (*held, woken)
         finally:
             await consumer.stop()
             await producer.stop()
 
-    got_first, got_later, was_waiting = asyncio.run(scenario())
+    got_first, got_later, (still_waiting, pending, woken) = asyncio.run(scenario())
     assert got_first == first
-    assert was_waiting
+    assert still_waiting
+    assert pending >= 1  # the consumer's Fetch was held in the proxy's purgatory
+    assert woken  # and completed by the new data, not by its deadline
     assert got_later == later
     assert gateway.proxy.alive()
     _assert_records_only_on_own_connections(gateway.front, ALICE.username)
