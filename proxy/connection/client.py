@@ -177,10 +177,13 @@ class ClientConnection:
         metrics.connections_open.inc()
         internal = False
         try:
-            async with trio.open_nursery() as nursery:
-                self._upstream.bind(nursery)
-                nursery.start_soon(self._guard, nursery, self._pump_responses)
-                await self._guard(nursery, self._pump_requests)
+            # The upstream link's idle watch lives beside the pumps and ends with them.
+            async with trio.open_nursery() as beside:
+                self._upstream.bind(beside)
+                async with trio.open_nursery() as pumps:
+                    pumps.start_soon(self._guard, pumps, self._pump_responses)
+                    await self._guard(pumps, self._pump_requests)
+                beside.cancel_scope.cancel()
         except ConnectionClosed as reason:
             self._conn.note_closed(reason)
         except Exception:

@@ -200,3 +200,20 @@ async def test_an_idle_consumer_keeps_no_upstream_connection_of_its_own(
         await client.send(MetadataRequest(topics=None), 12)  # opened again on need
         _, metadata, _ = await client.receive()
         assert metadata.topics and upstream_open._value.get() == 1
+
+
+async def test_a_client_that_leaves_ends_its_connection_at_once_upstream_open_or_not(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    async with proxy_in_process(broker) as proxy:  # upstream_idle_timeout_ms: 30 s
+        metrics = proxy.running.services.metrics
+        client = await proxy.client()
+        await client.send(MetadataRequest(topics=None), 12)
+        await client.receive()
+        assert metrics.upstream_open._value.get() == 1
+        await client.stream.aclose()
+        with trio.fail_after(1):  # not after the upstream's idle timeout
+            while metrics.connections_open._value.get():
+                await trio.sleep(0.01)
+        assert metrics.upstream_open._value.get() == 0
