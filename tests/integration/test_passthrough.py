@@ -347,15 +347,28 @@ def test_wrong_password_fails_with_an_authentication_error_and_alice_is_unaffect
     del producer  # librdkafka would go on retrying the login in the background
     codes = {error.code() for error in errors}
     assert KafkaError._AUTHENTICATION in codes, [str(e) for e in errors]
-    # A raw client sees the cluster's own refusal: error 58, then the connection closes (the
-    # cluster closed the client's upstream connection, as Kafka does after a failed login).
+    # A raw client sees the cluster's own refusal, error 58, as it was sent.
     raw = _connect(gateway.proxy.bootstrap)
     with raw.sock:
         answer = _login(raw, wrong)
         assert answer.error_code == SASL_AUTHENTICATION_FAILED
-        assert closed_by_peer(raw.sock)
     assert gateway.proxy.alive()
     group_round_trip(gateway.proxy.bootstrap, kafka_python_options(None, ALICE), count=5)
+
+
+def test_after_a_refused_login_the_client_connection_is_closed(gateway: Gateway) -> None:
+    """Kafka closes a connection whose authentication failed (the front does, on the client's
+    own upstream connection); the proxy closes the client's side too instead of leaving it
+    open with no authenticated upstream behind it."""
+    raw = _connect(gateway.proxy.bootstrap)
+    closes_before = len(gateway.front.closes)
+    with raw.sock:
+        answer = _login(raw, ClientSasl(ALICE.username, "not-her-password", MECHANISM))
+        assert answer.error_code == SASL_AUTHENTICATION_FAILED
+        new = gateway.front.closes[closes_before:]
+        assert any(reason.startswith("authentication failed") for reason in new), new
+        assert closed_by_peer(raw.sock)
+    assert gateway.proxy.alive()
 
 
 def test_before_authentication_only_api_versions_is_answered(gateway: Gateway) -> None:
