@@ -1,12 +1,19 @@
 # Strategy: one measurement = one route (direct or proxy) at one N, in one trio.run:
 #
 #   1. start N consumers (bench/_fanin_consumer.py) at the topic's end, connecting at most
-#      CONNECT_CONCURRENCY at a time; wait until each has had its first Fetch answer (or has
-#      failed), then let the fleet settle for a moment.
+#      CONNECT_CONCURRENCY at a time; once all have connected (or failed), let them fetch;
+#      wait until each has had its first Fetch answer (or has failed), then let the fleet
+#      settle for a moment.
+#      Through the proxy, the settle lasts at least `quiet_s`: the proxy's
+#      connections.upstream_idle_timeout_ms plus a margin. A consumer's warm-up (ApiVersions)
+#      is forwarded on the client connection's own upstream connection, which the proxy closes
+#      only after that long unused; the window then sees idle consumers as they stay, each
+#      fetching on the proxy's shared channels.
 #   2. window: for `seconds`, the topic stays idle. Before and after, read the relays' request
 #      counts, the CPU seconds of the broker, the relays, the proxy and this process, and the
 #      consumers' answer count; sample the proxy's RSS every second and scrape its /metrics
-#      halfway. The upstream Fetch rate is the relays' Fetch count difference / window.
+#      halfway, and count the proxy's open descriptors (/proc/PID/fd) there. The upstream
+#      Fetch rate is the relays' Fetch count difference / window.
 #   3. probes: a few times, at a random point of the consumers' 500 ms poll cycle, produce one
 #      record (acks=1) along the same route -- through the proxy's leader port, or straight
 #      to the relay -- and time, per consumer, from just before the Produce is sent until the
@@ -58,10 +65,14 @@ class Plan:
     #: Records already in the topic: consumers start here and the next probe lands here.
     start_offset: int
     settings: FetchSettings = field(default_factory=FetchSettings)
+    #: The least settle time (the proxy's upstream idle timeout and a margin; 0 direct).
+    quiet_s: float = 0.0
 
     @property
     def setup_timeout_s(self) -> float:
-        return 30.0 + self.n / 100
+        # At N = 10,000 on 2 shared cores the direct route's consumers connect while the
+        # ones already up poll at 2N/s: about 130 s was not enough for all of them.
+        return 30.0 + self.n / 40
 
 
 @dataclass
@@ -85,9 +96,15 @@ class Measurement:
     cpu_percent: dict[str, float] = field(default_factory=dict)
     proxy_rss_idle_bytes: int = 0
     proxy_rss_held_bytes: int = 0
-    #: Descriptors the proxy held halfway through the window.
+    #: Descriptors the proxy held halfway through the window, and before consumers came.
     proxy_descriptors: int = 0
+    proxy_descriptors_idle: int = 0
+    settle_s: float = 0.0
+    #: Until every consumer had connected (TCP + ApiVersions), before any fetched.
+    connect_s: float = 0.0
     metrics: dict[str, float] = field(default_factory=dict)
+    #: The proxy's held fetches, sampled with its RSS (once a second) through the window.
+    held_samples: list[float] = field(default_factory=list)
     metrics_delta: dict[str, float] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
     ack_ms: list[float] = field(default_factory=list)
@@ -133,7 +150,11 @@ _WATCHED_METRICS = (
     "purgatory_proxy_upstream_fetches_total",
     "purgatory_proxy_memory_pool_used_bytes",
     "purgatory_proxy_connections",
+    "purgatory_proxy_upstream_connections_open",
 )
+
+
+_HELD_FETCHES = 'purgatory_proxy_purgatory_pending{operation="fetch"}'
 
 
 def _watched(samples: dict[str, float]) -> dict[str, float]:
@@ -161,14 +182,25 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
     proxy_pid = stack.proxy.pid
     fleet = Fleet(plan.n, trio.CapacityLimiter(CONNECT_CONCURRENCY))
     result.proxy_rss_idle_bytes = rss_bytes(proxy_pid)
+    result.proxy_descriptors_idle = open_descriptors(proxy_pid)
     started = trio.current_time()
     async with trio.open_nursery() as nursery:
         for index in range(plan.n):
             nursery.start_soon(consume, index, route, plan.settings, fleet, plan.start_offset)
+        with trio.move_on_after(plan.setup_timeout_s) as connecting:
+            await fleet.connected_all.wait()
+        if connecting.cancelled_caught:
+            result.notes.append(
+                f"{fleet.connected:,} of {plan.n:,} consumers connected within "
+                f"{plan.setup_timeout_s:g} s; those start polling now"
+            )
+        result.connect_s = trio.current_time() - started
+        fleet.go.set()
         with trio.move_on_after(plan.setup_timeout_s):
             await fleet.settled.wait()
         result.setup_s = trio.current_time() - started
-        await trio.sleep(plan.settle_s)
+        result.settle_s = max(plan.settle_s, plan.quiet_s)
+        await trio.sleep(result.settle_s)
         result.up = len(fleet.live)
 
         # -- window ------------------------------------------------------------------------
@@ -182,13 +214,24 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         scraped_mid = False
         while (now := trio.current_time()) < deadline:
             rss_samples.append(rss_bytes(proxy_pid))
+            if plan.route == "proxy":
+                # One scrape is one instant: consumers answered together (an expiry tick)
+                # are between fetches for a moment, so the count is sampled all along.
+                sample = await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url)
+                held = sample.get(_HELD_FETCHES)
+                if held is not None:
+                    result.held_samples.append(held)
             if not scraped_mid and now - t0 >= plan.seconds / 2:
                 scraped_mid = True
                 result.proxy_descriptors = open_descriptors(proxy_pid)
                 result.metrics = _watched(
                     await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url)
                 )
-            await trio.sleep(min(_RSS_SAMPLE_S, max(0.0, deadline - trio.current_time())))
+            # Wake at the next sample, at mid-window (a short window too), or at its end.
+            wake = min(trio.current_time() + _RSS_SAMPLE_S, deadline)
+            if not scraped_mid:
+                wake = min(wake, t0 + plan.seconds / 2)
+            await trio.sleep_until(wake)
         t1 = trio.current_time()
         cpu_after = _cpu(pids)
         answers_after = fleet.answers

@@ -30,6 +30,7 @@ Run as ``python -m bench._fanin_relay --listen HOST:PORT --upstream HOST:PORT --
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import resource
@@ -210,11 +211,23 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def raise_descriptor_limit() -> tuple[int, int, int]:
-    """Raise this process's soft RLIMIT_NOFILE to the hard limit; (before, after, hard)."""
+def raise_descriptor_limit(target: int | None = None) -> tuple[int, int, int]:
+    """Raise this process's RLIMIT_NOFILE; (soft before, soft after, hard after).
+
+    The soft limit goes to the hard limit. With ``target`` above the hard limit, the hard
+    limit is raised to ``target`` first (capped at /proc/sys/fs/nr_open), which only root (or
+    CAP_SYS_RESOURCE) may do; without that privilege the hard limit stays as it was. Child
+    processes started afterwards inherit both limits.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if target is not None and hard != resource.RLIM_INFINITY and hard < target:
+        with contextlib.suppress(OSError, ValueError), open("/proc/sys/fs/nr_open") as nr_open:
+            target = min(target, int(nr_open.read()))
+        with contextlib.suppress(OSError, ValueError):  # not privileged: keep the hard limit
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, target))
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-    if soft < target:
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
     return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard
 

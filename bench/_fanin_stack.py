@@ -10,9 +10,11 @@
 #   proxy    `python -m proxy run` (tests/support/proxy_process.running_proxy) with /metrics
 #            served, so the purgatory's gauges and counters can be read when they exist.
 #
-# Descriptors: this process raises its soft RLIMIT_NOFILE to the hard limit before starting
-# anything, and the children inherit it. How many relay processes a run needs follows from
-# that limit (a relay holds two descriptors per connection).
+# Descriptors: this process raises its RLIMIT_NOFILE before starting anything, and the
+# children (Tansu, relays, proxy) inherit it: the soft limit to the hard limit, and, when it
+# may (root), the hard limit itself to what the largest N needs (DESCRIPTORS_PER_CONSUMER per
+# consumer in the busiest process). How many relay processes a run needs follows from that
+# limit (a relay holds two descriptors per connection) and from the CPU a relay can use.
 #
 # Process accounting (psutil): CPU seconds (user + system) and RSS of each PID, read when
 # the measurement asks; CPU is exact from the kernel's counters whatever the sampling.
@@ -24,6 +26,7 @@ import contextlib
 import json
 import math
 import re
+import resource
 import socket
 import sys
 import urllib.request
@@ -54,29 +57,43 @@ __all__ = [
 ROOT = Path(__file__).resolve().parent.parent
 #: Descriptors a process keeps for itself (listeners, logs, the interpreter's own files).
 DESCRIPTOR_MARGIN = 200
+#: Descriptors the busiest process may need per consumer (a relay: two per connection; the
+#: proxy: one per consumer plus an upstream connection while a request is forwarded), with
+#: room to spare so a proxy that needs more shows it in the count instead of failing.
+DESCRIPTORS_PER_CONSUMER = 4
+#: From this many consumers on, the direct route's relays are at least two processes: one
+#: Python relay cannot forward 2N Fetch/s on one core (both routes go through them).
+RELAYS_FOR_CPU_FROM = 5_000
 
 
 @dataclass(frozen=True)
 class DescriptorLimits:
-    """RLIMIT_NOFILE of this process before and after raising it, and the hard limit."""
+    """RLIMIT_NOFILE of this process before and after raising it (soft, hard)."""
 
     soft_before: int
     soft: int
     hard: int
+    hard_before: int = 0
 
     def relay_processes(self, n: int) -> int:
-        """Relay processes needed for ``n`` relayed connections (two descriptors each)."""
+        """Relay processes for ``n`` relayed connections: two descriptors each must fit a
+        process's limit, and from RELAYS_FOR_CPU_FROM consumers on two share the work."""
         per_process = max(1, self.soft - DESCRIPTOR_MARGIN)
-        return max(1, math.ceil(2 * n / per_process))
+        by_descriptors = math.ceil(2 * n / per_process)
+        return max(1, by_descriptors, 2 if n >= RELAYS_FOR_CPU_FROM else 1)
 
     def consumers_fit(self, n: int) -> bool:
         """Whether this process can hold ``n`` consumer connections."""
         return n + DESCRIPTOR_MARGIN <= self.soft
 
 
-def raise_descriptor_limit() -> DescriptorLimits:
-    """Raise the soft RLIMIT_NOFILE to the hard limit (children inherit it)."""
-    return DescriptorLimits(*relay_raise_descriptor_limit())
+def raise_descriptor_limit(max_n: int = 0) -> DescriptorLimits:
+    """Raise RLIMIT_NOFILE for ``max_n`` consumers (children inherit it): the hard limit to
+    what they need when privileged, the soft limit to the hard limit."""
+    hard_before = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    target = DESCRIPTORS_PER_CONSUMER * max_n + 10 * DESCRIPTOR_MARGIN
+    soft_before, soft, hard = relay_raise_descriptor_limit(target)
+    return DescriptorLimits(soft_before, soft, hard, hard_before)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ import trio
 from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
 from bench._fanin_stack import (
     DESCRIPTOR_MARGIN,
+    DESCRIPTORS_PER_CONSUMER,
     ROOT,
     DescriptorLimits,
     Stack,
@@ -51,6 +52,7 @@ from bench._fanin_stack import (
     running_stack,
 )
 from bench._report import machine_line, write_section
+from proxy.config import ConnectionsSection
 
 __all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
 
@@ -62,6 +64,13 @@ GOAL_RATIO = 0.01
 GOAL_P99_SLACK_MS = 20.0
 GOAL_HELD = 10_000
 GOAL_RSS_BYTES = GIB
+#: Issue 17: descriptors per idle consumer in the proxy (the proxy's identity).
+GOAL_FDS_PER_CONSUMER = 1.2
+_UPSTREAM_IDLE_KEY = "PURGATORY_PROXY_CONNECTIONS__UPSTREAM_IDLE_TIMEOUT_MS"
+#: The proxy's connections.upstream_idle_timeout_ms in the benchmark unless --proxy-env says.
+BENCH_UPSTREAM_IDLE_MS = 2_000
+#: Past the proxy's upstream idle timeout, before the window: its closing is not instant.
+_QUIET_MARGIN_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -102,8 +111,26 @@ def _proxy_env(config: Config, n: int) -> dict[str, str]:
     # thousand without a session (sessionless full fetches, still held). An operator sizing a
     # proxy for N consumers sizes the cache too, so the benchmark does; --proxy-env overrides.
     env = {"PURGATORY_PROXY_FETCH__SESSION_CACHE_SIZE": str(max(1000, n))}
+    # A consumer's warm-up ApiVersions is forwarded on its connection's own upstream
+    # connection, which stays open connections.upstream_idle_timeout_ms unused: with the
+    # default 30 s, N consumers connecting within 30 s cost the proxy 2N descriptors (and
+    # the relays 2N more), past a 20,000 hard limit at N = 10,000. The benchmark shortens it
+    # (BENCH_UPSTREAM_IDLE_MS); --proxy-env sets any value, the default included.
+    env[_UPSTREAM_IDLE_KEY] = str(BENCH_UPSTREAM_IDLE_MS)
     env.update(dict(config.proxy_env))
     return env
+
+
+def upstream_idle_s(config: Config) -> float:
+    """The proxy's connections.upstream_idle_timeout_ms in this run, in seconds (0: never)."""
+    value = dict(config.proxy_env).get(_UPSTREAM_IDLE_KEY)
+    return (BENCH_UPSTREAM_IDLE_MS if value is None else int(value)) / 1000
+
+
+def _quiet_s(config: Config, route: str) -> float:
+    """The proxy route's least settle: its warm-up's upstream connections have closed."""
+    idle_s = upstream_idle_s(config)
+    return idle_s + _QUIET_MARGIN_S if route == "proxy" and idle_s > 0 else 0.0
 
 
 def _one_n(run: Run, n: int, log: bool) -> None:
@@ -134,6 +161,7 @@ def _one_n(run: Run, n: int, log: bool) -> None:
                 probes=run.config.probes,
                 settle_s=run.config.settle_s,
                 start_offset=offset,
+                quiet_s=_quiet_s(run.config, route),
             )
             if log:
                 print(f"fanin: N={n:,} {route}: measuring ...", file=sys.stderr, flush=True)
@@ -153,7 +181,7 @@ def _one_n(run: Run, n: int, log: bool) -> None:
             if not stack.proxy.alive():
                 run.notes.append(
                     f"N = {n:,}: the proxy exited during the {route} route: "
-                    f"{_crash_site(stack.proxy.log_text())}"
+                    f"{_crash_site(_proxy_log(stack))}"
                 )
                 break
         _note_proxy_log(run, n, stack)
@@ -191,8 +219,16 @@ def _note_proxy_descriptors(run: Run, m: Measurement) -> None:
         )
 
 
+def _proxy_log(stack: Stack) -> str:
+    """The proxy's log so far ('' if its file is gone: /tmp is shared with other runs)."""
+    try:
+        return stack.proxy.log_text()
+    except OSError:
+        return ""
+
+
 def _note_proxy_log(run: Run, n: int, stack: Stack) -> None:
-    text = stack.proxy.log_text()
+    text = _proxy_log(stack)
     proxy = run.get("proxy", n)
     if (proxy is not None and (proxy.failures or proxy.notes)) or not stack.proxy.alive():
         # The proxy's log is removed with the proxy: keep it when its consumers had trouble.
@@ -212,10 +248,47 @@ def _note_proxy_log(run: Run, n: int, stack: Stack) -> None:
         run.notes.append(f"N = {n:,}: relay dropped connections, e.g. {relay_errors[0]}")
 
 
+def _per_consumer(m: Measurement) -> float | None:
+    """The proxy's descriptors mid-window per consumer up (all of them, listeners included)."""
+    return m.proxy_descriptors / m.up if m.route == "proxy" and m.up else None
+
+
+def _fds(m: Measurement) -> str:
+    if m.route != "proxy":
+        return "-"
+    per = _per_consumer(m)
+    return (
+        f"{m.proxy_descriptors_idle:,} → {m.proxy_descriptors:,} "
+        f"({'-' if per is None else f'{per:.2f}'})"
+    )
+
+
+def _held(m: Measurement) -> str:
+    """Held fetches across the window's samples: median / max (of one per second)."""
+    if not m.held_samples:
+        return "-"
+    ordered = sorted(m.held_samples)
+    return f"{ordered[len(ordered) // 2]:,.0f} / {ordered[-1]:,.0f}"
+
+
+def _all_held(m: Measurement) -> bool:
+    """Every consumer started was up and, at some sample of the window, held at once."""
+    return m.up == m.n and bool(m.held_samples) and max(m.held_samples) >= m.n
+
+
 def _progress(m: Measurement) -> str:
     p50, p99 = m.latency_percentile_ms(0.5), m.latency_percentile_ms(0.99)
+    proxy = ""
+    if m.route == "proxy":
+        upstream = m.metrics.get("purgatory_proxy_upstream_connections_open")
+        proxy = (
+            f"held median / max {_held(m)}, proxy fds idle → mid {_fds(m)} per consumer, "
+            f"upstream connections open {'-' if upstream is None else f'{upstream:,.0f}'}, "
+        )
     return (
-        f"fanin: N={m.n:,} {m.route}: up {m.up:,}, upstream Fetch {m.upstream_fetch_per_s:,.1f}/s, "
+        f"fanin: N={m.n:,} {m.route}: up {m.up:,}, {proxy}"
+        f"settle {m.settle_s:g} s, "
+        f"upstream Fetch {m.upstream_fetch_per_s:,.1f}/s, "
         f"answers {m.answers_per_s:,.1f}/s, proxy CPU {m.cpu_percent.get('proxy', 0):.0f} %, "
         f"delivery p50 {_ms(p50)} p99 {_ms(p99)} ms, missed {m.missed}, failures {m.failures}"
     )
@@ -223,12 +296,30 @@ def _progress(m: Measurement) -> str:
 
 def run(config: Config, log: bool = True) -> Run:
     """Measure every N of ``config``; never writes anything."""
-    result = Run(config, raise_descriptor_limit())
-    if result.limits.soft_before < result.limits.soft:
-        result.notes.append(
-            f"RLIMIT_NOFILE soft limit raised from {result.limits.soft_before:,} to "
-            f"{result.limits.soft:,} (the hard limit); the broker, relays and proxy inherit it"
+    result = Run(config, raise_descriptor_limit(max(config.ns, default=0)))
+    limits = result.limits
+    raised = (
+        f"raised from soft {limits.soft_before:,} / hard {limits.hard_before:,}"
+        if (limits.soft_before, limits.hard_before) != (limits.soft, limits.hard)
+        else "unchanged"
+    )
+    result.notes.append(
+        f"RLIMIT_NOFILE: soft {limits.soft:,} / hard {limits.hard:,} ({raised}; "
+        f"{DESCRIPTORS_PER_CONSUMER} per consumer of the largest N wanted); the consumers' "
+        f"process, broker, relays and proxy all run with it"
+    )
+    idle_s = upstream_idle_s(config)
+    default_ms = ConnectionsSection.model_fields["upstream_idle_timeout_ms"].default
+    result.notes.append(
+        f"proxy connections.upstream_idle_timeout_ms = {idle_s * 1000:,.0f} "
+        f"(its default: {default_ms:,})"
+        + (
+            f"; its route settles {idle_s + _QUIET_MARGIN_S:g} s before the window so the "
+            f"consumers' warm-up (ApiVersions, forwarded) upstream connections have closed"
+            if idle_s > 0
+            else " (never closed)"
         )
+    )
     for n in config.ns:
         _one_n(result, n, log)
     return result
@@ -279,11 +370,12 @@ def _main_table(run: Run) -> list[str]:
 
 def _detail_table(run: Run) -> list[str]:
     lines = [
-        "| N | route | setup s | poll cycle ms | Fetch version | sessions opened | proxy fds "
+        "| N | route | connected / up / settle s | poll cycle ms | Fetch version | sessions opened "
+        "| proxy fds idle → mid-window (per consumer) | proxy upstream connections mid-window "
         "| full / incremental requests | other upstream req/s | consumers' CPU % "
         "| relays' CPU % | produce ack ms (max) "
         "| errors / failures |",
-        "|--:|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|---|",
+        "|--:|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for m in run.measurements:
         relay_cpu = sum(v for k, v in m.cpu_percent.items() if k.startswith("relay"))
@@ -293,9 +385,12 @@ def _detail_table(run: Run) -> list[str]:
             **m.failures,
             **{f"produce answered error {code}": v for code, v in m.produce_errors.items()},
         }
+        upstream = m.metrics.get("purgatory_proxy_upstream_connections_open")
+        shown_up = "-" if upstream is None or m.route != "proxy" else f"{upstream:,.0f}"
         lines.append(
-            f"| {m.n:,} | {m.route} | {m.setup_s:.1f} | {_ms(m.poll_cycle_ms)} | {versions} "
-            f"| {m.sessions:,} | {f'{m.proxy_descriptors:,}' if m.route == 'proxy' else '-'} "
+            f"| {m.n:,} | {m.route} | {m.connect_s:.1f} / {m.setup_s:.1f} / {m.settle_s:g} "
+            f"| {_ms(m.poll_cycle_ms)} "
+            f"| {versions} | {m.sessions:,} | {_fds(m)} | {shown_up} "
             f"| {m.full_requests:,} / {m.incremental_requests:,} | {m.upstream_other_per_s:.1f} "
             f"| {m.cpu_percent.get('consumers', 0):.0f} | {relay_cpu:.0f} "
             f"| {_ms(max(m.ack_ms) if m.ack_ms else None)} "
@@ -319,7 +414,7 @@ def _metrics_lines(run: Run) -> list[str]:
             for k, v in sorted(upstream.items())
         ]
         lines.append(
-            f"- N = {m.n:,}: held mid-window ({'; '.join(parts) or 'n/a'}); "
+            f"- N = {m.n:,}: held at the mid-window scrape ({'; '.join(parts) or 'n/a'}); "
             f"proxy upstream fetches by kind ({'; '.join(ups) or 'n/a'})"
         )
     if not lines:
@@ -353,6 +448,21 @@ def _goal_lines(run: Run) -> list[str]:
             f"| delivery p99 ≤ direct + 20 ms at N = {n:,} | {p99p:,.1f} vs {p99d:,.1f} ms "
             f"| {'yes' if met else 'no'} |"
         )
+    for m in run.measurements:
+        per = _per_consumer(m)
+        if per is None:
+            continue
+        rows.append(
+            f"| ≤ {GOAL_FDS_PER_CONSUMER} proxy descriptors per idle consumer at N = {m.n:,} "
+            f"(issue 17) | {m.proxy_descriptors:,} for {m.up:,} up: {per:.2f} "
+            f"| {'yes' if per <= GOAL_FDS_PER_CONSUMER else 'no'} |"
+        )
+        rows.append(
+            f"| every consumer held at once, none missed at N = {m.n:,} (issue 17) "
+            f"| held median / max {_held(m)} (sampled each second) of {m.up:,} up "
+            f"({m.n:,} started); {m.missed:,} missed "
+            f"| {'yes' if _all_held(m) and not m.missed else 'no'} |"
+        )
     big = [m for m in run.measurements if m.route == "proxy" and m.n >= GOAL_HELD]
     if big:
         m = big[0]
@@ -384,11 +494,12 @@ def render(run: Run, command: str) -> str:
         f"produce sent → consumer has it, every consumer of every probe). Upstream Fetch/s is "
         f"counted at the relay between the route and the broker; CPU % is of one core over the "
         f"window; proxy RSS is idle (before its consumers connect) and the window's median; "
-        f"consumers connect {CONNECT_CONCURRENCY} at a time.",
+        f"consumers connect (TCP + ApiVersions) {CONNECT_CONCURRENCY} at a time and start polling "
+        f"once all have connected.",
         "",
         *_main_table(run),
         "",
-        "Goals (issue 6):",
+        "Goals (issues 6 and 17):",
         "",
         *_goal_lines(run),
         "",
