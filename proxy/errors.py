@@ -153,6 +153,13 @@ class UpstreamFailed(ConnectionClosed):
     kind = "upstream"
 
 
+class AuthenticationFailed(ConnectionClosed):
+    """The cluster refused a passthrough client's SASL authentication; like a Kafka broker,
+    the proxy closes the connection once the answer is sent."""
+
+    kind = "authentication_failed"
+
+
 class ConnectionBroken(ConnectionClosed):
     """A stream broke under the connection (reset by the peer, closed resource)."""
 

@@ -71,6 +71,7 @@ from proxy.connection.state import (
 from proxy.connection.upstream_link import UpstreamLink
 from proxy.error_peek import peek_error_code
 from proxy.errors import (
+    AuthenticationFailed,
     ClientClosed,
     ClientProtocolError,
     ConnectionBroken,
@@ -239,7 +240,7 @@ class ClientConnection:
             self._conn.note_closed(ClientProtocolError(f"protocol error: {error}"))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
             self._conn.note_closed(
-                ConnectionBroken(f"connection broke: {error or type(error).__name__}")
+                ConnectionBroken(f"connection broke: {str(error) or type(error).__name__}")
             )
         nursery.cancel_scope.cancel()
 
@@ -461,6 +462,11 @@ class ClientConnection:
                 out = size_prefix(len(rewritten)) + rewritten
         await self.client.send_all(out)
         self._report(slot, error_code, len(out), received_s, "error" if error_code else "ok")
+        if error_code and header.api_key == ApiKey.SASL_AUTHENTICATE:
+            raise AuthenticationFailed(
+                f"the cluster refused the client's SASL authentication (error {error_code}); "
+                "it closes such connections, and so does the proxy"
+            )
 
     def _learn_authentication(
         self, plan: RequestPlan, body: memoryview, error_code: int | None

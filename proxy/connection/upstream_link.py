@@ -87,12 +87,22 @@ class UpstreamLink:
         return stream
 
     async def send(self, stream: trio.abc.Stream, frame: bytes | bytearray) -> None:
+        """Send ``frame`` upstream.
+
+        Raises:
+            UpstreamFailed: the connection broke (e.g. the broker closed it after an expired
+                KIP-368 session).
+        """
         self._used_s = trio.current_time()
-        if self._shared_sends:
-            async with self._send_lock:
+        try:
+            if self._shared_sends:
+                async with self._send_lock:
+                    await stream.send_all(frame)
+            else:
                 await stream.send_all(frame)
-        else:
-            await stream.send_all(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+            reason = str(error) or "closed by the broker"
+            raise UpstreamFailed(f"upstream connection broke while sending: {reason}") from None
 
     async def answer(self, correlation_id: int) -> bytearray:
         """The upstream's answer to ``correlation_id`` (size prefix included), skipping

@@ -217,3 +217,18 @@ async def test_a_client_that_leaves_ends_its_connection_at_once_upstream_open_or
             while metrics.connections_open._value.get():
                 await trio.sleep(0.01)
         assert metrics.upstream_open._value.get() == 0
+
+
+async def test_a_refused_login_closes_the_connection_with_one_reason(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with proxy_in_process(broker_with_accounts(), proxy=PASSTHROUGH) as proxy:
+        metrics = proxy.running.services.metrics
+        client = await proxy.client()
+        assert await login(client, "alice", "guess") == 58
+        with trio.fail_after(1):  # at once, not on the client's next request
+            assert await client.closed()
+            while metrics.connections_open._value.get():
+                await trio.sleep(0.01)
+        closed = metrics.connections_closed.labels("authentication_failed")
+        assert closed._value.get() == 1
