@@ -50,7 +50,7 @@ from bench._fanin_stack import (
     raise_descriptor_limit,
     running_stack,
 )
-from bench._report import machine_line, write_section
+from testbed.report import machine_line, write_section
 
 __all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
 

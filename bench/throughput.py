@@ -44,7 +44,6 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from bench._report import machine_line, write_section
 from bench._throughput_load import (
     ProcessWatch,
     consume_throughput,
@@ -53,6 +52,7 @@ from bench._throughput_load import (
     produce_throughput,
 )
 from bench._throughput_routes import BASELINE_PREFIX, ROUTES, running_route
+from testbed.report import machine_line, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "docs" / "img" / "throughput.png"
