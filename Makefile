@@ -31,7 +31,7 @@ test: $(FULL_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(FULL_STAMP)
-	$(BIN)/ruff check wire proxy pipeline bench tests
+	$(BIN)/ruff check wire proxy pipeline bench tests testbed
 	$(BIN)/mypy
 
 bench: $(FULL_STAMP)

@@ -10,7 +10,7 @@
 #              and to know how to decode its answer.
 #   responses  broker -> client: split into frames. Only the answers that name brokers
 #              (Metadata, FindCoordinator, DescribeCluster) are decoded and rewritten, by
-#              tests/support/cluster_rewrite.py with a one-node view whose node is this relay:
+#              testbed/cluster_rewrite.py with a one-node view whose node is this relay:
 #              otherwise the proxy would learn the broker's real address from Metadata and
 #              connect to it directly, past the meter. Every other answer (Fetch included) is
 #              forwarded byte for byte; it is never decoded, so the relay costs the same per
@@ -43,7 +43,7 @@ from typing import Any
 
 import trio
 
-from tests.support.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
+from testbed.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
 from wire.apis import API_BY_KEY, ApiKey
 from wire.framing import CLOSED, NEED_DATA, FrameDecoder, size_prefix
 from wire.headers import peek_request_header, peek_response_correlation_id

@@ -1,13 +1,13 @@
 # Strategy: everything the fan-in benchmark runs besides its consumers, as processes owned by
 # one contextlib.ExitStack so they stop in reverse order however a run ends:
 #
-#   Tansu    a private broker (tests/support/processes.running_tansu), fresh for every N, with
+#   Tansu    a private broker (testbed/processes.running_tansu), fresh for every N, with
 #            one fresh single-partition topic.
 #   relays   bench/_fanin_relay.py, 1 or more processes sharing one port (SO_REUSEPORT), each
 #            with its own control port for its counts. Both routes go through them:
 #                direct:  consumers -> relay -> Tansu
 #                proxy:   consumers -> proxy -> relay -> Tansu   (--upstream is the relay)
-#   proxy    `python -m proxy run` (tests/support/proxy_process.running_proxy) with /metrics
+#   proxy    `python -m proxy run` (testbed/proxy_process.running_proxy) with /metrics
 #            served, so the purgatory's gauges and counters can be read when they exist.
 #
 # Descriptors: this process raises its RLIMIT_NOFILE before starting anything, and the
@@ -39,8 +39,8 @@ import psutil
 
 from bench._fanin_relay import raise_descriptor_limit as relay_raise_descriptor_limit
 from bench._throughput_load import create_topic
-from tests.support.processes import Broker, free_port, running_process, running_tansu
-from tests.support.proxy_process import ProxyProcess, running_proxy
+from testbed.processes import Broker, free_port, running_process, running_tansu
+from testbed.proxy_process import ProxyProcess, running_proxy
 
 __all__ = [
     "DescriptorLimits",

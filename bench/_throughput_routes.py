@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from proxy.embedded_broker import tansu_binary
-from tests.support.processes import free_port, running_process, running_tansu
-from tests.support.proxy_process import running_proxy
+from testbed.processes import free_port, running_process, running_tansu
+from testbed.proxy_process import running_proxy
 
 __all__ = ["BASELINE_PREFIX", "ROUTES", "Route", "running_route"]
 

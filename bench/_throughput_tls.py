@@ -4,7 +4,7 @@
 #   plaintext  client --TCP--> purgatory-proxy --TCP--> front --TCP--> Tansu
 #   tls        client --TLS--> purgatory-proxy --TLS--> front --TCP--> Tansu
 #
-# Tansu cannot serve TLS, so upstream TLS ends at tests/support/sasl_front.SecureFront (a
+# Tansu cannot serve TLS, so upstream TLS ends at testbed/sasl_front.SecureFront (a
 # Python relay in this process). It is on both routes, TLS off on the first, so the routes
 # differ only in the two TLS legs; the front's own costs (relaying, its half of the upstream
 # TLS) fall on this process, not on the proxy. The proxy's CPU seconds are read with psutil
@@ -29,17 +29,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._report import machine_line, write_section
 from bench._throughput_load import (
     ProcessWatch,
     consume_throughput,
     create_topic,
     produce_throughput,
 )
-from tests.support.certs import Pki, make_pki
-from tests.support.processes import running_tansu
-from tests.support.proxy_process import running_proxy
-from tests.support.sasl_front import SecureFront
+from testbed.certs import Pki, make_pki
+from testbed.processes import running_tansu
+from testbed.proxy_process import running_proxy
+from testbed.report import machine_line, write_section
+from testbed.sasl_front import SecureFront
 
 GIB = 1 << 30
 MB = 1_000_000
@@ -129,7 +129,7 @@ def _report(cells: list[Cell], count: int, rounds: int) -> str:
         "",
         f"{machine_line()} {count:,} records of 1 KiB per cell, {rounds} round(s) interleaved "
         "plaintext / TLS, medians. Both routes: librdkafka -> purgatory-proxy -> "
-        "tests/support/sasl_front.SecureFront -> Tansu (the front terminates upstream TLS, "
+        "testbed/sasl_front.SecureFront -> Tansu (the front terminates upstream TLS, "
         "which Tansu cannot serve); the TLS route has client TLS and upstream TLS (mutual), "
         "the plaintext route neither. CPU s/GiB is the proxy process's own CPU time "
         "(psutil) per GiB of records; MB/s is end to end and includes the front's TLS "

@@ -33,8 +33,8 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from bench._report import machine_line, write_section
 from proxy.memory import ArrivalOrder, MemoryPool, RandomWhenTight, Waiter, WakeOrder
+from testbed.report import machine_line, write_section
 
 KIB = 1024
 

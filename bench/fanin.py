@@ -22,7 +22,9 @@ Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 13 mi
 ``--quick`` (N = 100, 1,000; 5 s windows; about 1 minute). ``--n``, ``--seconds`` and
 ``--probes`` override; ``--proxy-env KEY=VALUE`` passes settings to the proxy (for example
 ``PURGATORY_PROXY_FETCH__HOLD=false`` to measure plain forwarding). Results go to the
-"fanin" section of docs/benchmarks.md unless ``--no-write``.
+"fanin" section of docs/benchmarks.md unless ``--no-write``. Every run first checks the
+consumers' fetch-session and probe logic (bench/_fanin_selfcheck.py); ``--self-check`` does
+only that.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import psutil
 import trio
 
 from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
+from bench._fanin_selfcheck import SelfCheckFailed, run_checks
 from bench._fanin_stack import (
     DESCRIPTOR_MARGIN,
     DESCRIPTORS_PER_CONSUMER,
@@ -51,8 +54,8 @@ from bench._fanin_stack import (
     raise_descriptor_limit,
     running_stack,
 )
-from bench._report import machine_line, write_section
 from proxy.config import ConnectionsSection
+from testbed.report import machine_line, write_section
 
 __all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
 
@@ -550,7 +553,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--routes", type=_parse_routes, default=ROUTES, help="comma-separated: direct,proxy"
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--self-check",
+        action="store_true",
+        help="only check the consumers' fetch-session and probe logic (every run does first)",
+    )
     args = parser.parse_args(argv)
+    try:
+        checked = run_checks()
+    except SelfCheckFailed as failed:
+        raise SystemExit(f"fanin: self-check failed: {failed}") from None
+    print(f"fanin: self-check: {len(checked)} checks passed", file=sys.stderr)
+    if args.self_check:
+        for name in checked:
+            print(f"ok {name}")
+        return
     config = QUICK if args.quick else FULL
     env = tuple(_setting(item) for item in args.proxy_env)
     config = Config(

@@ -1,6 +1,6 @@
 """Benchmark of ``purgatory-proxy report``: request-log lines per second on two cores.
 
-Run ``python -m bench.pipeline``. It writes synthetic request logs (bench/_pipeline_log.py: the
+Run ``python -m bench.pipeline``. It writes synthetic request logs (testbed/synthetic_log.py: the
 proxy's own record encoder, a busy proxy's mix) of 100,000 and 1,000,000 lines, runs the report
 on each through the command line, as an operator does, on ``local[2]``, and prints the wall
 time, lines/s and the time of each of the report's stages (from its own progress lines). The
@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench._pipeline_log import write_log
-from bench._report import machine_line, write_section
+from testbed.report import machine_line, write_section
+from testbed.synthetic_log import write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTER = "local[2]"
@@ -86,7 +86,7 @@ def markdown(runs: list[Run], command: str) -> str:
         f"`{command}`",
         "",
         f"`purgatory-proxy report --master {MASTER}` on synthetic request logs made with the "
-        "proxy's own record encoder (`bench/_pipeline_log.py`: 60 % Fetch, 25 % Produce, nine "
+        "proxy's own record encoder (`testbed/synthetic_log.py`: 60 % Fetch, 25 % Produce, nine "
         "other APIs, 200 clients, 4 brokers, 120 lines/s of log time, i.e. 10 M lines a day). "
         "Wall time of the whole command, JVM start included, on the shared 2-core machine.",
         "",

@@ -494,7 +494,7 @@ def chart(points: list[Point], path: Path) -> None:
 
 
 def markdown(points: list[Point], requests: int, cap_s: float, command: str) -> str:
-    from bench._report import machine_line
+    from testbed.report import machine_line
 
     lines = [
         "## Purgatory: timing wheel vs. the 0.8 design (`bench/purgatory.py`)",
@@ -589,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     if not args.no_report:
-        from bench._report import write_section
+        from testbed.report import write_section
 
         chart(points, CHART)
         write_section("purgatory", markdown(points, requests, cap_s, command))

@@ -24,7 +24,9 @@
 
 Run ``python -m bench.throughput`` (about 9 minutes; ``--quick`` about 2 minutes, ``--json
 FILE`` to save the run, ``--render FILE`` to report a saved run without measuring). Results
-go to docs/benchmarks.md and docs/img/throughput.png. The profile under the same loads is
+go to docs/benchmarks.md and docs/img/throughput.png (``--out DIR``: under DIR instead;
+``--no-write``: nowhere). ``--smoke`` runs every route and phase on tiny sizes in about a
+minute, to check the harness. The profile under the same loads is
 ``python -m bench._throughput_profile`` (py-spy). ``--baseline DIR [--label NAME] [--rounds
 N]`` measures this tree's proxy side by side with the one in DIR (the "throughput-ab" section).
 """
@@ -44,7 +46,6 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from bench._report import machine_line, write_section
 from bench._throughput_load import (
     ProcessWatch,
     consume_throughput,
@@ -53,6 +54,7 @@ from bench._throughput_load import (
     produce_throughput,
 )
 from bench._throughput_routes import BASELINE_PREFIX, ROUTES, running_route
+from testbed.report import BENCHMARKS_MD, machine_line, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "docs" / "img" / "throughput.png"
@@ -98,6 +100,16 @@ QUICK = Config(
     load_fractions=(0.1, 0.5, 0.8),
     latency_duration_s=2.0,
     latency_warmup_s=0.5,
+)
+#: Every route and phase on tiny sizes, in about a minute: proves the harness still runs end
+#: to end (tests/integration/test_throughput_smoke.py runs it); its numbers mean nothing.
+SMOKE = Config(
+    sizes=((100, 300), (1024, 200)),
+    per_request=(100, 50),
+    rounds=1,
+    load_fractions=(0.5,),
+    latency_duration_s=1.0,
+    latency_warmup_s=0.2,
 )
 
 
@@ -658,7 +670,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes, about 2 minutes")
     parser.add_argument("--json", type=Path, help="write the run (its rows) to this file")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, about a minute: checks the harness only"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write the section to DIR/benchmarks.md and the chart to DIR/img/ instead of docs/",
+    )
     parser.add_argument(
         "--render", type=Path, help="do not measure: report the run saved by --json in this file"
     )
@@ -676,8 +697,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.baseline:
         _compare(args.baseline, args.label, args.no_write, args.rounds, args.json)
         return
-    config = QUICK if args.quick else FULL
-    command = "python -m bench.throughput" + (" --quick" if args.quick else "")
+    config = SMOKE if args.smoke else QUICK if args.quick else FULL
+    command = "python -m bench.throughput" + (
+        " --smoke" if args.smoke else " --quick" if args.quick else ""
+    )
     if args.render:
         saved = json.loads(args.render.read_text())
         results, wall_s = results_from_rows(saved["rows"]), saved["wall_s"]
@@ -697,8 +720,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not args.no_write:
         from bench._throughput_profile import PROFILE_NOTES
 
-        plot(config, results, CHART)
-        write_section("throughput", markdown(config, results, command, wall_s, PROFILE_NOTES))
+        docs = CHART.parent.parent if args.out is None else args.out
+        plot(config, results, docs / "img" / CHART.name)
+        write_section(
+            "throughput",
+            markdown(config, results, command, wall_s, PROFILE_NOTES),
+            docs / BENCHMARKS_MD.name,
+        )
 
 
 def _compare(root: str, label: str, no_write: bool, rounds: int, json_path: Path | None) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench._report import machine_line, write_section
+from testbed.report import machine_line, write_section
 from wire import codec
 from wire.framing import FrameDecoder, frame
 from wire.headers import (

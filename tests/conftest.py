@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.processes import Broker, running_tansu
-from tests.support.proxy_process import ProxyProcess, running_proxy
+from testbed.processes import Broker, running_tansu
+from testbed.proxy_process import ProxyProcess, running_proxy
 
 
 @pytest.fixture(scope="session")

@@ -57,7 +57,7 @@ def _broker(direct: str | None) -> Iterator[str]:
     if direct:
         yield direct
         return
-    from tests.support.processes import running_tansu
+    from testbed.processes import running_tansu
 
     with running_tansu() as broker:
         yield broker.bootstrap

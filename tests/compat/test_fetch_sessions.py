@@ -18,6 +18,8 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.compat._group_consume import (
     CLIENTS,
     RECORDS,
@@ -27,8 +29,6 @@ from tests.compat._group_consume import (
     summary,
 )
 from tests.integration._kafka_raw import metric_value
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 
 @pytest.fixture(scope="module")

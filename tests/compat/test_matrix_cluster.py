@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 import trio
 
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.compat import CLIENTS, roundtrip_and_check
 from tests.support.cluster import Cluster, running_cluster
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import functools
 import pytest
 import trio
 
+from testbed.processes import Broker
 from tests.compat import CLIENTS, ClientFailed, roundtrip_and_check
-from tests.support.processes import Broker
 
 #: Debian's kcat links librdkafka 2.0.2, which cannot parse Tansu's ApiVersions reply
 #: (DESIGN "Known quirks"). This is that failure, word for word, as librdkafka logs it.

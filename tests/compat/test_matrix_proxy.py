@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import trio
 
+from testbed.processes import Broker
+from testbed.proxy_process import ProxyProcess
 from tests.compat import CLIENTS, roundtrip_and_check
-from tests.support.processes import Broker
-from tests.support.proxy_process import ProxyProcess
 
 
 @pytest.mark.parametrize("client", CLIENTS)

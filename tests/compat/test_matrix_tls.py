@@ -9,7 +9,7 @@ broker (sarama without a consumer group, see _matrix.GROUPLESS):
   hostname 127.0.0.1);
 - ``client-mtls``: the same, and the proxy requires a client certificate signed by the CA;
 - ``upstream-tls-sasl``: clients in plaintext; the proxy reaches the cluster through
-  tests/support/sasl_front.SecureFront (TLS requiring the proxy's certificate, then
+  testbed/sasl_front.SecureFront (TLS requiring the proxy's certificate, then
   SCRAM-SHA-512) before the real Tansu, with its own identity (client_auth = none);
 - ``upstream-tls-sasl-passthrough``: every client logs in to the proxy's plaintext listener as
   ``alice`` with SCRAM-SHA-512 (tests/compat/_tls.ClientSasl, translated per client family);
@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import pytest
 import trio
 
+from testbed.certs import Pki, make_pki
+from testbed.processes import Broker
+from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.sasl_front import SaslPolicy, SecureFront
 from tests.compat import CLIENTS, roundtrip_and_check
 from tests.compat._tls import ClientSasl, ClientTls
-from tests.support.certs import Pki, make_pki
-from tests.support.processes import Broker
-from tests.support.proxy_process import ProxyProcess, running_proxy
-from tests.support.sasl_front import SaslPolicy, SecureFront
 from wire.apis import ApiKey
 
 VARIANTS = ("client-tls", "client-mtls", "upstream-tls-sasl", "upstream-tls-sasl-passthrough")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.proxy_process import ProxyProcess, running_proxy
+from testbed.proxy_process import ProxyProcess, running_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

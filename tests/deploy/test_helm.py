@@ -424,6 +424,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "requests_queue_lines": 99,
     },
 }
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_values_reach_the_proxy_config(mode: str, tmp_path: Path) -> None:
     """Defaults and non-default values both arrive in the proxy's config, each key as given."""
@@ -448,7 +450,7 @@ def test_values_reach_the_proxy_config(mode: str, tmp_path: Path) -> None:
         assert config == _expected_config(merged, derived)
     defaults = Config()
     overridden = _flat(OVERRIDES)
-    for key in overridden.keys():
+    for key in overridden:
         assert _field(config, key) != _field(defaults, key), key
     # Every key values.yaml carries is exercised with a non-default value above.
     assert _flat(_merged(None)["config"]).keys() <= overridden.keys()

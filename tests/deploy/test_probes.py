@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.deploy._chart import pod_spec, proxy_container, render
 from tests.deploy._dockerfile import exec_form, read_stages
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,8 +17,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from tests.support.processes import Broker, free_port, running_tansu
-from tests.support.proxy_process import ProxyProcess, running_proxy
+from testbed.processes import Broker, free_port, running_tansu
+from testbed.proxy_process import ProxyProcess, running_proxy
 
 FRAME_TIMEOUT_MS = 500
 IDLE_TIMEOUT_MS = 1500

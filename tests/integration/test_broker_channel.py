@@ -12,7 +12,7 @@ from kafka.admin import NewTopic
 from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
-from tests.support.processes import Broker, free_port, running_tansu
+from testbed.processes import Broker, free_port, running_tansu
 from wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,

@@ -11,8 +11,8 @@ import uuid
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from tests.support.processes import free_port, wait_for_port
-from tests.support.proxy_process import running_proxy
+from testbed.processes import free_port, wait_for_port
+from testbed.proxy_process import running_proxy
 
 
 async def _aiokafka_roundtrip(bootstrap: str) -> list[tuple[bytes | None, bytes | None]]:

@@ -30,10 +30,10 @@ from cryptography import x509
 
 from proxy.security_config import ClientTlsSection
 from proxy.tls import ServerTls, TlsHandshakeFailed
+from testbed.certs import CertFiles, Pki, make_pki
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.integration._kafka_raw import metric_value
-from tests.support.certs import CertFiles, Pki, make_pki
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
 
 FRAME_TIMEOUT_MS = 1500

@@ -20,8 +20,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from testbed.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
 from tests.support.cluster import Cluster, running_cluster
-from tests.support.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
 from wire.apis import response_header_version
 from wire.codec import Message, decode, encode
 from wire.headers import ResponseHeader, encode_response_header, parse_response_header

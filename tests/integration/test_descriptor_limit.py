@@ -17,8 +17,8 @@ import uuid
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from tests.support.processes import Broker
-from tests.support.proxy_process import running_proxy
+from testbed.processes import Broker
+from testbed.proxy_process import running_proxy
 
 #: Enough for the proxy's own files, sockets and a real client; far below the flood's needs.
 NOFILE = 64

@@ -19,9 +19,9 @@ import trio
 
 from proxy.embedded_broker import EmbeddedBroker, tansu_binary
 from proxy.readiness import Readiness
+from testbed.processes import free_port
+from testbed.proxy_process import running_proxy
 from tests.integration.test_cli import _aiokafka_roundtrip
-from tests.support.processes import free_port
-from tests.support.proxy_process import running_proxy
 
 #: Longer than trio's worker-thread idle timeout (10 s), with margin: what killed the broker.
 _PAST_THREAD_IDLE_S = 30.0

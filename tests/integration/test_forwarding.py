@@ -22,8 +22,8 @@ from kafka.protocol.old.metadata import MetadataRequest
 from kafka.protocol.old.produce import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tests.support.processes import Broker
-from tests.support.proxy_process import ProxyProcess
+from testbed.processes import Broker
+from testbed.proxy_process import ProxyProcess
 
 
 def _topic(bootstrap: str, partitions: int = 1) -> str:
@@ -135,7 +135,7 @@ def test_sigterm_drains_an_in_flight_long_poll(kafka_broker: Broker) -> None:
     """SIGTERM stops accepting, but a fetch already waiting upstream still gets its answer."""
     import signal
 
-    from tests.support.proxy_process import running_proxy
+    from testbed.proxy_process import running_proxy
 
     with running_proxy(kafka_broker.bootstrap) as proxy:
         topic = _topic(proxy.bootstrap)

@@ -23,6 +23,8 @@ from typing import TypeVar
 
 import pytest
 
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.integration._kafka_raw import (
     FetchAnswer,
     RawConnection,
@@ -31,8 +33,6 @@ from tests.integration._kafka_raw import (
     leader_address,
     metric_value,
 )
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 T = TypeVar("T")
 

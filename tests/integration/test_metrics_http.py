@@ -15,8 +15,8 @@ from pathlib import Path
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.processes import Broker, free_port, running_tansu
-from tests.support.proxy_process import running_proxy
+from testbed.processes import Broker, free_port, running_tansu
+from testbed.proxy_process import running_proxy
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -18,9 +18,9 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from testbed.processes import free_port, free_port_run
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.support.cluster import Cluster, running_cluster
-from tests.support.processes import free_port, free_port_run
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 COORDINATOR = 2
 PARTITIONS = 6

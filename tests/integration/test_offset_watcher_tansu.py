@@ -22,8 +22,8 @@ from proxy.metrics import Metrics
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
+from testbed.processes import Broker
 from tests.integration._kafka_raw import RawConnection, batch, create_topic
-from tests.support.processes import Broker
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.messages.list_offsets_request import (

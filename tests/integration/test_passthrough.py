@@ -1,6 +1,6 @@
 """Passthrough mode (issue 16): each client's own SASL login reaches the cluster.
 
-Real pieces only: Tansu, and before it tests/support/sasl_front.SecureFront as the secured
+Real pieces only: Tansu, and before it testbed/sasl_front.SecureFront as the secured
 Kafka listener (TLS requiring the proxy's client certificate, then SCRAM-SHA-512 with the
 accounts alice, bob and proxy); a proxy process with ``client_auth = "passthrough"``, upstream
 TLS and its own identity ``proxy``; clients on the proxy's plaintext listener with SASL.
@@ -30,14 +30,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from confluent_kafka import Consumer, KafkaError, Producer
 from kafka.record import MemoryRecords
 
+from testbed.certs import Pki, make_pki
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.sasl_front import ConnectionAudit, SaslPolicy, SecureFront
 from tests.compat._tls import ClientSasl, aiokafka_options, kafka_python_options, librdkafka_config
 from tests.integration._kafka_raw import metric_value
-from tests.support.certs import Pki, make_pki
 from tests.support.group_round_trip import group_round_trip
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
-from tests.support.sasl_front import ConnectionAudit, SaslPolicy, SecureFront
 from wire.apis import ApiKey
 from wire.messages import (
     FetchRequest,

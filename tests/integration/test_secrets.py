@@ -5,7 +5,7 @@ TOML file, ``password_file``, ``PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD``), wit
 that writes text turned on (DEBUG logging as text and as JSON, the request log, /metrics,
 /readyz), a session whose password the cluster refuses, and start-ups that fail while the
 password is set. Every output is then searched for the password. The cluster is a real Tansu
-behind tests/support/sasl_front.SecureFront (TLS with a client certificate, SCRAM-SHA-256).
+behind testbed/sasl_front.SecureFront (TLS with a client certificate, SCRAM-SHA-256).
 
 Each search is paired with a check that the output is not empty and holds what that session
 must have produced, so a test cannot pass because an output was missing.
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.certs import Pki, make_pki
+from testbed.certs import Pki, make_pki
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.sasl_front import SaslPolicy, SecureFront
 from tests.support.group_round_trip import group_round_trip
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import ProxyProcess, running_proxy
-from tests.support.sasl_front import SaslPolicy, SecureFront
 
 #: The secret searched for. Long and unlike anything else, so a hit is the password.
 PASSWORD = "Zq7-known-PASSWORD-grep-9Xw"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import free_port
-from tests.support.proxy_process import running_proxy
+from testbed.processes import free_port
+from testbed.proxy_process import running_proxy
 
 #: An upstream nobody listens on: these tests stop before (or never need) a connection.
 _NOWHERE = "127.0.0.1:1"

@@ -1,6 +1,6 @@
 """Issue 16 end to end: client TLS / mTLS on the proxy, upstream TLS + SASL through a front.
 
-Tansu serves neither TLS nor SASL, so the upstream is tests/support/sasl_front.SecureFront:
+Tansu serves neither TLS nor SASL, so the upstream is testbed/sasl_front.SecureFront:
 TLS that requires the proxy's client certificate, SASL (PLAIN, SCRAM-SHA-256/512 with scramp,
 OAUTHBEARER), then a real Tansu. Clients are real kafka-python clients.
 """
@@ -20,11 +20,11 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
-from tests.support.certs import Pki, make_pki
+from testbed.certs import Pki, make_pki
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import running_proxy
+from testbed.sasl_front import SaslPolicy, SecureFront
 from tests.support.group_round_trip import GROUP_TIMEOUTS, group_round_trip
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import running_proxy
-from tests.support.sasl_front import SaslPolicy, SecureFront
 
 PASSWORD = "Kn0wn-Pa55word-for-grep"
 #: Short group sessions: with kafka-python's defaults (10 s session, 3 s heartbeat) a new group

@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import wire
-from tests.support.processes import Broker
+from testbed.processes import Broker
 from wire import codec
 from wire.messages import ApiVersionsRequest, FetchRequest, MetadataRequest
 from wire.messages import fetch_request as freq

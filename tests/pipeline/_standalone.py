@@ -22,7 +22,7 @@ from typing import Any
 
 import pyspark
 
-from tests.support.processes import free_port, wait_for_port
+from testbed.processes import free_port, wait_for_port
 
 __all__ = ["SPARK_HOME", "Cluster", "standalone_cluster"]
 

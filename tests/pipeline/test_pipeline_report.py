@@ -41,8 +41,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.tables import ACCURACY, NO_CLIENT
-from tests.support.processes import Broker, free_port
-from tests.support.proxy_process import running_proxy
+from testbed.processes import Broker, free_port
+from testbed.proxy_process import running_proxy
 
 POOL_BYTES = 300 * 1024
 HELD_FRAME_VALUE = b"h" * 180_000

@@ -1,6 +1,6 @@
 """The report on a standalone Spark cluster (master + worker on loopback), with Hadoop URIs.
 
-A seeded synthetic log (the proxy's own record encoder; bench/_pipeline_log.py) of 20,000
+A seeded synthetic log (the proxy's own record encoder; testbed/synthetic_log.py) of 20,000
 requests on four brokers, with top-level error codes, muting, holds and expiries, split like
 a rotated log into ``requests.jsonl.1`` and ``requests.jsonl``, the latter ending in a torn
 line (a crash mid-write). ``purgatory-proxy report`` runs with ``--master spark://...`` and
@@ -23,8 +23,8 @@ from typing import Any
 import matplotlib.image
 import pytest
 
-from bench._pipeline_log import synthetic_records
 from pipeline.tables import ACCURACY, NO_CLIENT
+from testbed.synthetic_log import synthetic_records
 from tests.pipeline._plain import Log, jain_indexes, percentile_bounds, read_log
 from tests.pipeline._standalone import standalone_cluster
 

@@ -50,7 +50,9 @@ from confluent_kafka.cimpl import NewTopic
 from kafka.protocol.old.produce import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from bench._report import machine_line
+from testbed.processes import free_port
+from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.report import machine_line
 from tests.support.broker_faults import ProxyHttp, faulty_broker
 from tests.support.broker_faults_ledger import DUPLICATE_SEQUENCE_NUMBER, Ledger, reconcile
 from tests.support.broker_faults_tap import ProduceAnswer
@@ -62,8 +64,6 @@ from tests.support.broker_faults_traffic import (
     read_back,
 )
 from tests.support.load_scenario import publish_section
-from tests.support.processes import free_port
-from tests.support.proxy_process import ProxyProcess, running_proxy
 from tests.support.s3_server import running_s3
 
 #: The issue's promise: clients are working again this soon after the broker is back.

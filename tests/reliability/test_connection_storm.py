@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import pytest
 import trio
 
+from testbed.processes import free_port, running_tansu
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.support.load_clients import SteadyResult, run_client
 from tests.support.load_proc import open_fds, rss_bytes, scrape
 from tests.support.load_scenario import Report, create_topic
 from tests.support.load_storm import StormResult, storm
-from tests.support.processes import free_port, running_tansu
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 REPORT = Report(
     "connection-storm",

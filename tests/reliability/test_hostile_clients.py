@@ -43,6 +43,8 @@ import trio
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from testbed.processes import free_port, running_tansu
+from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.support.load_clients import ThroughputResult, run_client
 from tests.support.load_hostile import Garbage, NeverReader, Slowloris
 from tests.support.load_proc import peak_rss_bytes, reset_peak_rss, rss_bytes, scrape
@@ -54,8 +56,6 @@ from tests.support.load_wire import (
     produce_request,
     record_batch,
 )
-from tests.support.processes import free_port, running_tansu
-from tests.support.proxy_process import ProxyProcess, running_proxy
 
 REPORT = Report(
     "hostile-clients",

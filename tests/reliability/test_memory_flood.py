@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import pytest
 import trio
 
+from testbed.processes import free_port, running_tansu
+from testbed.proxy_process import running_proxy
 from tests.support.load_clients import SteadyResult, run_client
 from tests.support.load_flood import Flood, FloodResult
 from tests.support.load_proc import (
@@ -45,8 +47,6 @@ from tests.support.load_proc import (
 )
 from tests.support.load_scenario import Report, create_topic
 from tests.support.load_wire import leader_address
-from tests.support.processes import free_port, running_tansu
-from tests.support.proxy_process import running_proxy
 
 REPORT = Report(
     "memory-flood", "Memory flood (scenario 3)", "tests/reliability/test_memory_flood.py"

@@ -6,7 +6,7 @@
 #                  start again on the SAME port with the same storage (so the proxy's upstream
 #                  address stays valid and `s3://` storage brings the records back), or freeze
 #                  with SIGSTOP and thaw with SIGCONT. Each incarnation is owned by
-#                  tests.support.processes.running_process inside its own ExitStack, so every
+#                  testbed.processes.running_process inside its own ExitStack, so every
 #                  process is killed by PID and reaped however the test ends; a frozen process
 #                  is thawed before that, so nothing is left stopped behind the test. Tansu
 #                  advertises the address of a ProduceTap (broker_faults_tap) in front of it,
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.embedded_broker import tansu_command
+from testbed.processes import free_port, running_process
 from tests.support.broker_faults_tap import ProduceTap, running_tap
-from tests.support.processes import free_port, running_process
 
 __all__ = ["FaultyBroker", "ProxyHttp", "faulty_broker"]
 

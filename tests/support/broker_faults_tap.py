@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import trio
 
-from tests.support.relay_core import RelayThread, tee_frames
+from testbed.relay_core import RelayThread, tee_frames
 from wire.apis import response_header_version
 from wire.codec import decode_request, decode_response
 from wire.headers import (

@@ -29,8 +29,8 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from testbed.processes import running_tansu
 from tests.support.cluster_relay import RelaySet, running_relays
-from tests.support.processes import running_tansu
 from tests.support.s3_server import S3Server, running_s3
 
 __all__ = ["Cluster", "ClusterNode", "running_cluster"]

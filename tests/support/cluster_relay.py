@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import trio
 
-from tests.support.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
-from tests.support.relay_core import RelayThread, map_frames, tee_frames
+from testbed.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
+from testbed.relay_core import RelayThread, map_frames, tee_frames
 from wire.apis import API_BY_KEY
 from wire.headers import peek_request_header, peek_response_correlation_id
 

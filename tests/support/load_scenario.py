@@ -22,7 +22,7 @@ from pathlib import Path
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from bench._report import RELIABILITY_MD, machine_line, write_section
+from testbed.report import RELIABILITY_MD, machine_line, write_section
 
 __all__ = ["WRITE_DOCS_ENV", "Report", "create_topic", "publish_section"]
 

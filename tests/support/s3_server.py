@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tests.support.processes import free_port, wait_for_port
+from testbed.processes import free_port, wait_for_port
 
 __all__ = ["S3Server", "running_s3"]
 

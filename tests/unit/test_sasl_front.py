@@ -1,4 +1,4 @@
-"""tests/support/sasl_front.py's additions for passthrough tests, driven in-process.
+"""testbed/sasl_front.py's additions for passthrough tests, driven in-process.
 
 Several accounts, the session's principal (and Kafka's refusal to change it on
 re-authentication), the ACL denial of Fetch answered with wire's FetchResponse, the Fetch
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 import scramp
 
-from tests.support.sasl_front import (
+from testbed.sasl_front import (
     AuditEntry,
     CloseConnection,
     FrontAudit,

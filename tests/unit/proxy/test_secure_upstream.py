@@ -1,6 +1,6 @@
 """The proxy's SASL client and KIP-368 re-authentication, in-process under trio's MockClock.
 
-The broker side is tests/support/sasl_front.SaslSession (scramp's SCRAM server, PLAIN against a
+The broker side is testbed/sasl_front.SaslSession (scramp's SCRAM server, PLAIN against a
 known password, OAUTHBEARER against a known token), which enforces the session lifetime the way
 Kafka's SocketServer does: a request after expiry closes the connection.
 """
@@ -21,7 +21,7 @@ from proxy.routing import Address
 from proxy.sasl_client import SaslAuthenticationFailed, reauthentication_delay_ms
 from proxy.secure_upstream import SecuredStream, UpstreamSecurity, keep_authenticated
 from proxy.security_config import UpstreamSaslSection
-from tests.support.sasl_front import CloseConnection, SaslPolicy, SaslSession, _read_frame
+from testbed.sasl_front import CloseConnection, SaslPolicy, SaslSession, _read_frame
 from wire.apis import ApiKey
 
 ADDRESS = Address("broker", 9092)

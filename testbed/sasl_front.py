@@ -13,7 +13,7 @@
 #   SecureFront  a RelayThread on one port: TLS (optionally requiring a client certificate),
 #                then the SaslSession, then one request at a time to Tansu and its answer
 #                back (Kafka handles one request per connection at a time too), with the
-#                broker addresses rewritten to the front (tests/support/cluster_rewrite.py)
+#                broker addresses rewritten to the front (testbed/cluster_rewrite.py)
 #                so the proxy never learns Tansu's own port.
 #   ACL          SaslPolicy.fetch_denied: those principals' Fetch requests are answered by the
 #                front itself, TOPIC_AUTHORIZATION_FAILED for every requested partition (as
@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-import scramp
+import scramp  # type: ignore[import-untyped]  # ships no type hints
 import trio
 
-from tests.support.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
-from tests.support.relay_core import RelayThread
+from testbed.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
+from testbed.relay_core import RelayThread
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode_request, decode_response, encode
 from wire.headers import (
