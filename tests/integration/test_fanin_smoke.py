@@ -77,6 +77,6 @@ def test_fanin_harness_measures_both_routes() -> None:
             assert float(upstream.replace(",", "")) > 0
         else:
             assert float(rss.split("→")[1].replace(",", "")) > 0  # the proxy's RSS, held
-    details = _table(markdown, "| N | route | setup s |")
+    details = _table(markdown, "| N | route | connected")
     assert [row[1] for row in details] == ["direct", "proxy"]
     assert all(row[4].startswith("v") for row in details), details  # the Fetch version used
