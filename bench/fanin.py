@@ -101,6 +101,8 @@ class Run:
     measurements: list[Measurement] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: os.getloadavg() when the run started and ended (the machine is shared).
+    load: list[tuple[float, float, float]] = field(default_factory=list)
 
     def get(self, route: str, n: int) -> Measurement | None:
         for m in self.measurements:
@@ -323,8 +325,10 @@ def run(config: Config, log: bool = True) -> Run:
             else " (never closed)"
         )
     )
+    result.load.append(os.getloadavg())
     for n in config.ns:
         _one_n(result, n, log)
+    result.load.append(os.getloadavg())
     return result
 
 
@@ -479,6 +483,17 @@ def _goal_lines(run: Run) -> list[str]:
     return rows
 
 
+def _load_lines(run: Run) -> list[str]:
+    if len(run.load) < 2:
+        return []
+    start, end = (" / ".join(f"{v:.1f}" for v in avg) for avg in run.load[:2])
+    return [
+        f"Load average (1 / 5 / 15 min) at the start: {start}; at the end: {end} "
+        f"({os.cpu_count()} cores, shared with other work).",
+        "",
+    ]
+
+
 def render(run: Run, command: str) -> str:
     """The markdown section for docs/benchmarks.md."""
     c = run.config
@@ -487,6 +502,7 @@ def render(run: Run, command: str) -> str:
         "",
         machine_line(),
         "",
+        *_load_lines(run),
         f"Command: `{command}`. Each N gets a fresh Tansu broker, topic, counting relay and proxy; "
         f"N consumers (one TCP connection each, written with `wire/`, Fetch at the highest "
         f"version both sides speak, KIP-227 sessions when offered, fetch.max.wait.ms=500, "
