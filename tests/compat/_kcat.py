@@ -7,15 +7,16 @@
 # it. `run(job, librdkafka="wheel")` does that; `librdkafka="debian"` runs kcat untouched,
 # so the matrix records how Debian's own library fares (directly, and later via the proxy).
 #
-# Steps, each a separate kcat process because that is how people use it:
-#   metadata  `kcat -L -m 5`  — fails fast (5 s) when the client cannot talk to the broker,
-#             instead of a producer retrying until message.timeout.ms;
-#   create    kcat has no admin API, so kafka-python's admin creates the topic;
-#   produce   `kcat -P -K <TAB>` reading "key<TAB>value" lines, acks=all, idempotent;
-#             `-vv` makes kcat print "Message delivered to partition P (offset O)" per
-#             record — the slot only, not which record, so `Delivered` has no key/value;
-#   consume   `kcat -G group -c n` from earliest with a format string; kcat has no explicit
-#             commit, it relies on auto-commit, which librdkafka flushes on close.
+# The round trip is examples/kcat.sh, each step a separate kcat process because that is how
+# people use it (the script's header has the one-liners). The job reaches it as environment
+# (TOPIC, GROUP, KEYS, RUN, SESSION_TIMEOUT_MS, KCAT) and its TLS and SASL as librdkafka
+# `-X` options passed through to every kcat command. Before it runs, kafka-python's admin
+# creates the topic (kcat has no admin API; the script relies on auto-create, which would
+# not give the job's partition count). kcat reports a delivery's slot, not its record, so
+# `Delivered` has no key/value; kcat has no explicit commit either: librdkafka's auto-commit
+# is flushed when kcat closes. A failure's stage is the script's last step: "metadata"
+# (`kcat -L -m 5`, which fails fast when the client cannot talk to the broker at all),
+# "produce" or "consume".
 
 from __future__ import annotations
 
@@ -25,41 +26,57 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Literal
 
 from tests.compat import _tls
 from tests.compat._direct import create_topic
-from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
+from tests.compat._examples import EXAMPLES, run_example
+from tests.compat._model import KEY_COUNT, ClientFailed, ClientReport, Job
 
 __all__ = ["Librdkafka", "kcat_environment", "run"]
 
 Librdkafka = Literal["wheel", "debian"]
 
-_DELIVERED = re.compile(r"Message delivered to partition (-?\d+) \(offset (-?\d+)\)")
+EXAMPLE = EXAMPLES / "kcat.sh"
 _LIBRDKAFKA_VERSION = re.compile(r"librdkafka (\S+)")
-_METADATA_TIMEOUT_S = 5
 
 
 def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
-    """Metadata check, create (kafka-python admin), produce and group-consume with kcat."""
+    """examples/kcat.sh for ``job``, on a topic kafka-python's admin created first.
+
+    Raises:
+        ClientFailed: at "setup", "create", or the step of kcat.sh that failed ("metadata",
+            "produce", "consume").
+    """
     client = "kcat" if librdkafka == "wheel" else "kcat-debian"
-    deadline = time.monotonic() + job.deadline_s
     kcat, env, settings = kcat_environment(client, librdkafka)
-    _metadata(client, kcat, env, job)
+    # kcat has no admin API and kcat.sh leaves creation to the broker's auto-create, which
+    # would not give the job's partition count.
     create_topic(client, job.bootstrap, job.topic, job.partitions, job.tls, job.sasl)
-    produced = _produce(client, kcat, env, job, deadline)
-    consumed = _consume(client, kcat, env, job, deadline)
+    env |= {
+        "KCAT": kcat,
+        "TOPIC": job.topic,
+        "GROUP": job.group,
+        "KEYS": str(KEY_COUNT),
+        "RUN": job.run_id,
+        "SESSION_TIMEOUT_MS": str(job.session_timeout_ms),
+    }
+    if not job.groups:
+        raise ClientFailed(client, "setup", "kcat.sh always consumes in a group")
+    extra = [
+        arg
+        for k, v in _tls.librdkafka_config(job.tls, job.sasl).items()
+        for arg in ("-X", f"{k}={v}")
+    ]
+    command = ["bash", str(EXAMPLE), job.bootstrap, str(len(job.records)), *extra]
+    report, _ = run_example(client, command, job, env=env, stage_of_failure=_failed_step)
     settings |= {
-        "producer": "-K <TAB> -X acks=all -X enable.idempotence=true -vv",
-        "consumer": f"-G <group> -c {len(job.records)} -X auto.offset.reset=earliest"
-        f" -X session.timeout.ms={job.session_timeout_ms}"
-        f" -X heartbeat.interval.ms={job.session_timeout_ms // 4}",
+        "kcat.sh env": " ".join(f"{k}={env[k]}" for k in ("TOPIC", "GROUP", "KEYS", "RUN")),
         "commit": "auto-commit, flushed when kcat closes (kcat has no explicit commit)",
         "admin": "none in kcat: topic created with kafka-python's admin",
-    } | _tls.settings(job.tls, job.sasl)
-    return ClientReport(produced, consumed, settings)
+    }
+    return ClientReport(report.produced, report.consumed, settings | report.settings)
 
 
 def kcat_environment(
@@ -121,91 +138,12 @@ def _wheel_library_dir(client: str) -> Path:
     return shim
 
 
-def _metadata(client: str, kcat: str, env: dict[str, str], job: Job) -> None:
-    proc = subprocess.run(
-        [kcat, "-L", "-b", job.bootstrap, *_tls_args(job), "-m", str(_METADATA_TIMEOUT_S)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=_METADATA_TIMEOUT_S + 10,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise ClientFailed(client, "metadata", proc.stderr.strip())
-
-
-def _produce(
-    client: str, kcat: str, env: dict[str, str], job: Job, deadline: float
-) -> tuple[Delivered, ...]:
-    lines = "".join(f"{r.key}\t{r.value}\n" for r in job.records)
-    command = [
-        kcat, "-P", "-b", job.bootstrap, *_tls_args(job), "-t", job.topic, "-K", "\t",
-        "-X", "acks=all", "-X", "enable.idempotence=true",
-        "-X", f"message.timeout.ms={int(job.deadline_s * 1000)}",
-        "-vv",
-    ]  # fmt: skip
-    proc = _run(client, "produce", command, env, lines, deadline)
-    delivered = tuple(
-        Delivered(int(m.group(1)), int(m.group(2))) for m in _DELIVERED.finditer(proc.stderr)
-    )
-    if proc.returncode != 0 or len(delivered) != len(job.records):
-        raise ClientFailed(
-            client,
-            "produce",
-            f"exit {proc.returncode}, {len(delivered)} of {len(job.records)} delivered: "
-            + _tail(proc.stderr),
-        )
-    return delivered
-
-
-def _consume(
-    client: str, kcat: str, env: dict[str, str], job: Job, deadline: float
-) -> tuple[Consumed, ...]:
-    command = [
-        kcat, "-G", job.group, "-b", job.bootstrap, *_tls_args(job), "-c", str(len(job.records)),
-        "-X", "auto.offset.reset=earliest",
-        "-X", f"session.timeout.ms={job.session_timeout_ms}",
-        "-X", f"heartbeat.interval.ms={job.session_timeout_ms // 4}",
-        "-f", r"%p\t%o\t%k\t%s\n",
-        job.topic,
-    ]  # fmt: skip
-    proc = _run(client, "consume", command, env, "", deadline)
-    consumed = []
-    for line in proc.stdout.splitlines():
-        partition, offset, key, value = line.split("\t", 3)
-        consumed.append(Consumed(int(partition), int(offset), key, value))
-    if proc.returncode != 0 or len(consumed) != len(job.records):
-        raise ClientFailed(
-            client,
-            "consume",
-            f"exit {proc.returncode}, {len(consumed)} of {len(job.records)} consumed: "
-            + _tail(proc.stderr),
-        )
-    return tuple(consumed)
-
-
-def _run(
-    client: str, stage: str, command: list[str], env: dict[str, str], stdin: str, deadline: float
-) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            command,
-            input=stdin,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=max(1.0, deadline - time.monotonic()),
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ClientFailed(client, stage, f"kcat still running at the deadline: {exc}") from exc
-
-
-def _tls_args(job: Job) -> list[str]:
-    """``-X key=value`` for the job's TLS and SASL (librdkafka's own property names)."""
-    config = _tls.librdkafka_config(job.tls, job.sasl)
-    return [arg for k, v in config.items() for arg in ("-X", f"{k}={v}")]
-
-
-def _tail(text: str, lines: int = 5) -> str:
-    return " | ".join(text.strip().splitlines()[-lines:])
+def _failed_step(stdout: str, stderr: str) -> str:
+    """The stage of kcat.sh's last step ("+ kcat ..." on stderr); "setup" before any."""
+    steps = [line.split() for line in stderr.splitlines() if line.startswith("+ ")]
+    if not steps:
+        return "setup"
+    last = steps[-1]
+    if "-L" in last:
+        return "metadata"
+    return "produce" if "-P" in last else "consume"

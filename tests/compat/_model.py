@@ -16,6 +16,7 @@ from tests.compat._tls import ClientSasl, ClientTls
 
 __all__ = [
     "DEADLINE_S",
+    "KEY_COUNT",
     "SESSION_TIMEOUT_MS",
     "ClientFailed",
     "ClientReport",
@@ -45,7 +46,8 @@ KEY_COUNT = 100
 
 @dataclass(frozen=True)
 class Record:
-    """One record to produce. ASCII text without tabs, so kcat and Java can take it as TSV."""
+    """One record to produce: ASCII, the key without spaces, the value without tabs or newlines
+    (the examples print both on one line, the value last; sarama takes them as TSV)."""
 
     key: str
     value: str
@@ -95,6 +97,8 @@ class Job:
     #: broker under test (``_matrix.GROUPLESS`` says which client and why); the check then
     #: covers produce, consume and equality with the direct reader, and wants no commit.
     groups: bool = True
+    #: The prefix of every value (``make_records``), which the examples take as --run-id.
+    run_id: str = "compat"
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,10 @@ class ClientFailed(Exception):
         self.detail = detail
 
 
-def make_records(n: int) -> tuple[Record, ...]:
-    """The workload: ``n`` records over ``KEY_COUNT`` keys, every value unique."""
-    return tuple(Record(f"key-{i % KEY_COUNT:03d}", f"value-{i:06d}") for i in range(n))
+def make_records(n: int, run_id: str = "compat") -> tuple[Record, ...]:
+    """The workload: ``n`` records over ``KEY_COUNT`` keys, every value unique.
+
+    The same records as the examples produce with ``--count n --keys KEY_COUNT --run-id
+    run_id``: record i is key ``key-<i % KEY_COUNT>``, value ``<run_id> record <i>``.
+    """
+    return tuple(Record(f"key-{i % KEY_COUNT}", f"{run_id} record {i}") for i in range(n))

@@ -2,8 +2,12 @@
 # golang-github-shopify-sarama-dev, which scripts/install-system-deps.sh installs): the program
 # in sarama/roundtrip.go is built offline in GOPATH mode (GO111MODULE=off,
 # GOPATH=/usr/share/gocode, where Debian puts Go library sources), once per source hash, into
-# the per-user temp directory, then run like the Java client: records on stdin, one
-# tab-separated line per event on stdout (the same protocol as RoundTrip.java).
+# the per-user temp directory, then run with the records on stdin and one tab-separated line
+# per event on stdout (`parse_events`).
+#
+# It is the one client that is not a program in examples/: it needs a Go toolchain and
+# Debian's 2019 sarama in GOPATH mode, takes the records on stdin, and runs without a
+# consumer group against Tansu — a test harness for an old library, not something to copy.
 #
 # Debian's sarama is 1.22.1 (2019): it speaks Kafka 2.0 request versions (config.Version
 # V2_0_0_0), has no ApiVersions negotiation, and its idempotent producer needs settings
@@ -27,10 +31,9 @@ import time
 from pathlib import Path
 
 from tests.compat import _tls
-from tests.compat._java import parse_events
-from tests.compat._model import ClientFailed, ClientReport, Job
+from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
-__all__ = ["WHY_NO_GROUP", "run", "sarama_binary"]
+__all__ = ["WHY_NO_GROUP", "parse_events", "run", "sarama_binary"]
 
 CLIENT = "sarama"
 SOURCE = Path(__file__).with_name("sarama") / "roundtrip.go"
@@ -142,3 +145,25 @@ def run(job: Job) -> ClientReport:
     if job.sasl is not None:
         settings["scram"] = "roundtrip.go's own SCRAM client (sarama 1.22 has none)"
     return ClientReport(produced, consumed, settings)
+
+
+def parse_events(
+    stdout: str,
+) -> tuple[tuple[Delivered, ...], tuple[Consumed, ...], bool]:
+    """Produced and consumed records and whether the topic was created, from the TSV event
+    lines sarama/roundtrip.go prints ("created", "produced"/"consumed" partition offset key
+    value)."""
+    produced: list[Delivered] = []
+    consumed: list[Consumed] = []
+    created = False
+    for line in stdout.splitlines():
+        kind, _, rest = line.partition("\t")
+        if kind == "created":
+            created = True
+        elif kind == "produced":
+            partition, offset, key, value = rest.split("\t", 3)
+            produced.append(Delivered(int(partition), int(offset), key, value))
+        elif kind == "consumed":
+            partition, offset, key, value = rest.split("\t", 3)
+            consumed.append(Consumed(int(partition), int(offset), key, value))
+    return tuple(produced), tuple(consumed), created

@@ -1,8 +1,11 @@
 # Strategy: one description of the client's TLS (`ClientTls`: CA, optional client certificate
-# for mutual TLS) carried in the Job, and one translation per client family here, so each
-# driver adds its options in one place and the drivers stay identical with TLS off (tls None:
-# every function returns "no options"). Hostname checking stays on everywhere: the test
-# certificates name 127.0.0.1, which is what clients dial.
+# for mutual TLS) carried in the Job. The examples the matrix runs take it as flags
+# (tests/compat/_examples.example_flags) and translate it themselves, each in its client's
+# terms, since that is what a user needs to see; what stays here is the translation for the
+# clients the tests drive from Python or the command line: kafka-python (the direct reader's
+# admin), librdkafka's properties (kcat.sh's -X options) and sarama's environment. With TLS
+# off (tls None) every function returns "no options". Hostname checking stays on
+# everywhere: the test certificates name 127.0.0.1, which is what clients dial.
 #
 # SASL the same way: `ClientSasl` (mechanism, username, password) travels in the Job next to
 # the TLS, and each translation takes both, because the security protocol names the pair
@@ -12,15 +15,11 @@
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass
-from pathlib import Path
 
 __all__ = [
     "ClientSasl",
     "ClientTls",
-    "aiokafka_options",
-    "java_properties",
     "kafka_python_options",
     "librdkafka_config",
     "sarama_environment",
@@ -72,26 +71,8 @@ def kafka_python_options(
     return options
 
 
-def aiokafka_options(tls: ClientTls | None, sasl: ClientSasl | None = None) -> dict[str, object]:
-    options: dict[str, object] = {}
-    if tls is not None:
-        context = ssl.create_default_context(cafile=tls.ca_file)
-        if tls.cert_file:
-            context.load_cert_chain(tls.cert_file, tls.key_file)
-        options["ssl_context"] = context
-    if sasl is not None:
-        options |= {
-            "sasl_mechanism": sasl.mechanism,
-            "sasl_plain_username": sasl.username,
-            "sasl_plain_password": sasl.password,
-        }
-    if options:
-        options["security_protocol"] = _protocol(tls, sasl)
-    return options
-
-
 def librdkafka_config(tls: ClientTls | None, sasl: ClientSasl | None = None) -> dict[str, str]:
-    """librdkafka properties (confluent-kafka's dict, kcat's ``-X key=value``)."""
+    """librdkafka properties (kcat's ``-X key=value``)."""
     config: dict[str, str] = {}
     if tls is not None:
         config |= {
@@ -112,40 +93,6 @@ def librdkafka_config(tls: ClientTls | None, sasl: ClientSasl | None = None) -> 
     if config:
         config["security.protocol"] = _protocol(tls, sasl).lower()
     return config
-
-
-def java_properties(
-    tls: ClientTls | None, directory: Path, sasl: ClientSasl | None = None
-) -> dict[str, str]:
-    """kafka-clients properties; PEM files are used as they are (KIP-651, Kafka >= 2.7).
-
-    The keystore is one PEM file holding the key then the certificate, written to
-    ``directory``.
-    """
-    properties: dict[str, str] = {}
-    if tls is not None:
-        properties |= {
-            "ssl.truststore.type": "PEM",
-            "ssl.truststore.location": tls.ca_file,
-        }
-        if tls.cert_file:
-            keystore = directory / "keystore.pem"
-            keystore.write_text(Path(tls.key_file).read_text() + Path(tls.cert_file).read_text())
-            properties |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore)}
-    if sasl is not None:
-        module = (
-            "org.apache.kafka.common.security.plain.PlainLoginModule"
-            if sasl.mechanism == "PLAIN"
-            else "org.apache.kafka.common.security.scram.ScramLoginModule"
-        )
-        properties |= {
-            "sasl.mechanism": sasl.mechanism,
-            "sasl.jaas.config": f'{module} required username="{sasl.username}" '
-            f'password="{sasl.password}";',
-        }
-    if properties:
-        properties["security.protocol"] = _protocol(tls, sasl)
-    return properties
 
 
 def sarama_environment(sasl: ClientSasl | None) -> dict[str, str]:

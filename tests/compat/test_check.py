@@ -127,7 +127,7 @@ def test_producer_acknowledged_fewer_records() -> None:
 
 def test_key_spread_over_two_partitions() -> None:
     result, observed = perfect()
-    last = observed.records[-1]  # key-049: its third record, moved to another partition
+    last = observed.records[-1]  # key-49: its third record, moved to another partition
     moved = replace(last, partition=(last.partition + 1) % PARTITIONS, offset=10_000)
     stored = (*observed.records[:-1], moved)
     produced = (
@@ -142,7 +142,7 @@ def test_key_spread_over_two_partitions() -> None:
 def test_key_stored_out_of_production_order() -> None:
     result, observed = perfect()
     by_value = {c.value: c for c in observed.records}
-    a, b = by_value["value-000000"], by_value["value-000100"]  # both key-000, same partition
+    a, b = by_value["compat record 0"], by_value["compat record 100"]  # both key-0, same partition
     swapped = tuple(
         replace(c, offset=b.offset) if c == a else replace(c, offset=a.offset) if c == b else c
         for c in observed.records
@@ -152,7 +152,7 @@ def test_key_stored_out_of_production_order() -> None:
         with_report(result, consumed=swapped, produced=produced),
         replace(observed, records=swapped),
     )
-    assert problems == ["1 keys stored out of production order, e.g. ['key-000']"]
+    assert problems == ["1 keys stored out of production order, e.g. ['key-0']"]
 
 
 def test_commit_missing_or_short() -> None:
@@ -168,7 +168,7 @@ def test_commit_missing_or_short() -> None:
 
 
 def test_commit_on_an_empty_partition_must_be_zero() -> None:
-    result, observed = perfect(n=2)  # key-000 -> partition 0, key-001 -> partition 1
+    result, observed = perfect(n=2)  # key-0 -> partition 0, key-1 -> partition 1
     assert observed.committed[2] == 0
     problems = check_roundtrip(result, replace(observed, committed={**observed.committed, 2: 7}))
     assert problems == ["partition 2 has no records but committed 7"]

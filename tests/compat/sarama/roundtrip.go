@@ -2,8 +2,8 @@
 // built offline in GOPATH mode against /usr/share/gocode (tests/compat/_sarama.py).
 //
 // Usage: roundtrip BOOTSTRAP TOPIC PARTITIONS MODE GROUP SESSION_TIMEOUT_MS DEADLINE_MS [CA [CERT KEY]]
-// Records come on stdin as "key<TAB>value" lines. Output, one line each, the same protocol as
-// RoundTrip.java: "created TOPIC", "produced P O K V", "consumed P O K V" (tab-separated).
+// Records come on stdin as "key<TAB>value" lines. Output, one line each (tests/compat/_sarama.parse_events):
+// "created TOPIC", "produced P O K V", "consumed P O K V" (tab-separated).
 // Exit 0 when every record was consumed (and, in the group modes, committed), 2 at the deadline.
 // $SARAMA_VERSION overrides the Kafka version sarama speaks (default 2.0.0).
 // $SARAMA_SASL_MECHANISM (SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN), $SARAMA_SASL_USER and
