@@ -34,7 +34,7 @@ from testbed.certs import Pki, make_pki
 from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
 from testbed.sasl_front import ConnectionAudit, SaslPolicy, SecureFront
-from tests.compat._tls import ClientSasl, aiokafka_options, kafka_python_options, librdkafka_config
+from tests.compat._tls import ClientSasl, kafka_python_options, librdkafka_config
 from tests.integration._kafka_raw import metric_value
 from tests.support.group_round_trip import group_round_trip
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
@@ -73,6 +73,16 @@ DATA_PLANE_APIS = {
 }
 #: Short group sessions: Tansu holds a JoinGroup for about half the session.
 GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+def _aiokafka_sasl(sasl: ClientSasl) -> dict[str, object]:
+    """aiokafka's settings to log in to the proxy's plaintext listener as ``sasl``."""
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": sasl.mechanism,
+        "sasl_plain_username": sasl.username,
+        "sasl_plain_password": sasl.password,
+    }
 
 
 @dataclass
@@ -240,7 +250,7 @@ def _create_topic(bootstrap: str, sasl: ClientSasl, prefix: str) -> str:
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
 
     async def create() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **aiokafka_options(None, sasl))
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **_aiokafka_sasl(sasl))
         await admin.start()
         try:
             await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -277,7 +287,7 @@ def test_alice_round_trip_with_a_waiting_consumer_fetches_only_as_alice(
     """aiokafka as alice: produce, consume in a group, then the consumer's long-poll is held
     when the producer sends more. Every record came over alice's own connections."""
     bootstrap = gateway.proxy.bootstrap
-    options = aiokafka_options(None, ALICE)
+    options = _aiokafka_sasl(ALICE)
     topic = _create_topic(bootstrap, ALICE, "passthrough-alice")
     first = [f"first-{i}".encode() for i in range(20)]
     later = [f"later-{i}".encode() for i in range(20)]
@@ -418,7 +428,7 @@ def test_bob_is_denied_a_partition_alice_just_read_through_the_same_proxy(
 
     async def produce() -> None:
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", **aiokafka_options(None, ALICE)
+            bootstrap_servers=bootstrap, acks="all", **_aiokafka_sasl(ALICE)
         )
         await producer.start()
         try:
@@ -532,7 +542,7 @@ def test_past_the_session_lifetime_without_reauthentication_nothing_comes_from_p
 
         async def produce() -> None:
             producer = AIOKafkaProducer(
-                bootstrap_servers=bootstrap, acks="all", **aiokafka_options(None, ALICE)
+                bootstrap_servers=bootstrap, acks="all", **_aiokafka_sasl(ALICE)
             )
             await producer.start()
             try:
