@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import trio
 import trio.testing
 
-from proxy.framed import FrameReader, PeerClosed
+from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter
 from wire.errors import FrameTooLarge
 from wire.framing import frame
 
@@ -47,3 +49,87 @@ async def test_a_size_above_the_limit_is_refused_before_the_body() -> None:
     await theirs.send_all(frame(b"x" * 11))
     with pytest.raises(FrameTooLarge):
         await FrameReader(ours, 10).next_size()
+
+
+async def _socket_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    left, right = trio.socket.socketpair()
+    return trio.SocketStream(left), trio.SocketStream(right)
+
+
+@pytest.mark.parametrize("read_ahead", [0, 7, 16 * 1024])
+async def test_a_socket_is_read_straight_from_its_descriptor(read_ahead: int) -> None:
+    ours, theirs = await _socket_pair()
+    frames = [
+        frame(b""),
+        frame(b"abc"),
+        frame(b"y" * 100_000),
+        *(frame(b"z" * n) for n in range(40)),
+    ]
+    reader = FrameReader(ours, 200_000, read_ahead=read_ahead)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(theirs.send_all, b"".join(frames))
+        for expected in frames:
+            size = await reader.next_size()
+            assert size == len(expected) - 4
+            assert await reader.finish() == expected
+    await theirs.aclose()
+    assert await reader.next_size() is None
+
+
+async def test_the_writer_waits_for_room_and_writes_everything() -> None:
+    ours, theirs = await _socket_pair()
+    data = bytes(range(256)) * 20_000  # more than the socket buffers hold
+    received = bytearray()
+
+    async def drain() -> None:
+        while len(received) < len(data):
+            await trio.sleep(0.001)
+            received.extend(await theirs.receive_some(65536))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain)
+        await StreamWriter(ours).send_all(data)
+    assert received == data
+
+
+async def test_a_closed_socket_is_refused() -> None:
+    ours, _theirs = await _socket_pair()
+    await ours.aclose()
+    with pytest.raises(trio.ClosedResourceError):
+        await StreamWriter(ours).send_all(b"x")
+    with pytest.raises(trio.ClosedResourceError):
+        await FrameReader(ours).next_size()
+
+
+@pytest.mark.parametrize("sent", [b"", b"\x00\x00", b"\x00\x00\x00\x09abc"])
+async def test_deadlines_are_armed_only_while_waiting(
+    sent: bytes, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Idle deadline while waiting for a prefix, frame deadline while waiting for a body;
+    infinite otherwise."""
+    ours, theirs = await _socket_pair()
+    scope = trio.CancelScope()
+    timeouts = ReadTimeouts(scope, idle_s=10.0, frame_s=3.0)
+    reader = FrameReader(ours, 1000, read_ahead=64, timeouts=timeouts)
+    await theirs.send_all(frame(b"abc") + sent)
+    started = trio.current_time()
+    with scope:
+        assert await reader.next_frame() == frame(b"abc")
+        assert scope.deadline == math.inf
+        await reader.next_frame()
+    assert scope.cancelled_caught
+    waited = trio.current_time() - started
+    assert waited == pytest.approx(3.0 if len(sent) > 4 else 10.0)
+
+
+async def test_a_reader_that_never_waits_still_yields_and_can_be_cancelled() -> None:
+    ours, theirs = await _socket_pair()
+    reader = FrameReader(ours, 1000, read_ahead=16 * 1024)
+    await theirs.send_all(frame(b"x") * 1000)
+    read = 0
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        while True:
+            await reader.next_frame()
+            read += 1
+    assert 0 < read < 100  # cancelled at the first checkpoint, not after the whole backlog
