@@ -68,7 +68,7 @@ from proxy.errors import (
     UpstreamFailed,
     UpstreamUnavailable,
 )
-from proxy.framed import FrameReader, PeerClosed
+from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter
 from proxy.held.delayed import DelayedProduce
 from proxy.held.service import FetchTicket
 from proxy.rewrite import (
@@ -105,6 +105,10 @@ _MIN_REQUEST_BYTES = 8
 #: Responses a connection may owe before the proxy stops reading its requests. A client that
 #: pipelines without reading its answers is back-pressured here instead of growing a queue.
 _MAX_IN_FLIGHT = 1024
+#: Bytes one receive may bring past the piece being read (proxy/framed.py): small pipelined
+#: frames come several per receive; what a client sends this way is held before its pool
+#: reservation, at most this much per connection.
+_READ_AHEAD = 16 * 1024
 
 
 @dataclass(slots=True)
@@ -129,6 +133,7 @@ class ClientConnection:
     ) -> None:
         self._services = services
         self.client = stream
+        self._client_out = StreamWriter(stream)  # the response pump's only
         self.node_id = node_id
         self.connection_id = connection_id
         self.peer = _peer_name(stream)
@@ -263,20 +268,22 @@ class ClientConnection:
         frame_s = connections.frame_timeout_ms / 1000
         max_frame = int(services.config.memory.socket_request_max_bytes)
         pool, brokers, held = services.pool, services.brokers, self._held
+        upstream_out = StreamWriter(upstream)
         timeout = trio.CancelScope()
-        reader = FrameReader(self.client, max_frame)
+        # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
+        # muting and forwarding are the proxy's doing, not the client's, and are not timed.
+        reader = FrameReader(self.client, max_frame, read_ahead=_READ_AHEAD,
+                             timeouts=ReadTimeouts(timeout, idle_s, frame_s))  # fmt: skip
         size = 0
         try:
             with services.drain.reading(), timeout:
                 while True:
                     size = 0  # between frames: the idle timeout applies
-                    timeout.deadline = trio.current_time() + idle_s
                     announced = await self._read_size(reader)
                     if announced is None:
                         return
                     size = announced
                     arrival_s, ts = trio.current_time(), time.time()
-                    timeout.deadline = math.inf  # muting is the proxy's doing, not the client's
                     # Muted time is time parked in the pool, not the checkpoint of a free
                     # allocation: try first, park only when the pool is out of memory.
                     lease, muted_s = pool.try_allocate(size), 0.0
@@ -284,9 +291,7 @@ class ClientConnection:
                         lease = await pool.allocate(size)
                         muted_s = trio.current_time() - arrival_s
                     with lease:
-                        timeout.deadline = trio.current_time() + frame_s
                         frame = await self._read_body(reader, size)
-                        timeout.deadline = math.inf
                         body = memoryview(frame)[_SIZE_BYTES:]
                         plan = plan_request(body, brokers)
                         request_bytes = size + _SIZE_BYTES
@@ -310,7 +315,7 @@ class ClientConnection:
                             else:
                                 slot = Forwarded(plan, arrival)
                             await self._owe(slot)
-                            await upstream.send_all(frame)
+                            await upstream_out.send_all(frame)
                             # The lease ends with this block: the buffer must not outlive it
                             # (a parked connection would keep its last frame alive).
                             del frame, body
@@ -319,8 +324,8 @@ class ClientConnection:
                             continue
                         del frame, body
                     # A fetch the proxy answers itself; the request's memory is free again.
-                    await self._start_fetch(upstream, plan, ticket, arrival_s, ts, muted_s,
-                                            request_bytes)  # fmt: skip
+                    await self._start_fetch(upstream_out, plan, ticket, arrival_s, ts,
+                                            muted_s, request_bytes)  # fmt: skip
         finally:
             self._conn.end_requests()
             self._owed_lot.unpark_all()
@@ -352,7 +357,7 @@ class ClientConnection:
 
     async def _start_fetch(
         self,
-        upstream: trio.abc.Stream,
+        upstream: StreamWriter,
         plan: RequestPlan,
         ticket: FetchTicket,
         arrival_s: float,
@@ -425,7 +430,7 @@ class ClientConnection:
         won, or the answer arrived as it passed — lands here, where the produce is settled and
         a fresh scope is opened.
         """
-        reader = FrameReader(upstream)
+        reader = FrameReader(upstream, read_ahead=_READ_AHEAD)
         while True:
             self._answer_wait = trio.CancelScope()
             with self._answer_wait:
@@ -443,7 +448,7 @@ class ClientConnection:
             held.operation.expire()
             self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
             timed_out = produce_timed_out(slot.plan)
-            await self.client.send_all(timed_out)
+            await self._client_out.send_all(timed_out)
             self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
 
     async def _answer_in_order(self, reader: FrameReader) -> None:
@@ -462,7 +467,7 @@ class ClientConnection:
                 frame = await self._owed_frame(reader, slot.plan.header.correlation_id)
                 await self._send_forwarded(slot, frame)
             elif isinstance(slot, Local):
-                await self.client.send_all(slot.response)
+                await self._client_out.send_all(slot.response)
                 self._report(slot, None, len(slot.response), trio.current_time(), "ok")
             elif isinstance(slot, HeldProduce):
                 if not await self._answer_produce(slot, reader):
@@ -497,7 +502,7 @@ class ClientConnection:
             rewritten = rewrite_response(plan, body, self._services.brokers)
             if rewritten is not body:  # re-encoded: the only case that copies
                 out = size_prefix(len(rewritten)) + rewritten
-        await self.client.send_all(out)
+        await self._client_out.send_all(out)
         self._report(slot, error_code, len(out), received_s, "error" if error_code else "ok")
 
     async def _answer_produce(self, slot: HeldProduce, reader: FrameReader) -> bool:
@@ -557,7 +562,7 @@ class ClientConnection:
             encode_response_header(ResponseHeader(slot.plan.correlation_id), header_version),
             *encode_parts(response, version),
         )
-        await self.client.send_all(out)
+        await self._client_out.send_all(out)
         ticket.release()
         self._tickets.discard(ticket)
         self._fetch_turn.release()
