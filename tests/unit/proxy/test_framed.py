@@ -133,3 +133,69 @@ async def test_a_reader_that_never_waits_still_yields_and_can_be_cancelled() -> 
             await reader.next_frame()
             read += 1
     assert 0 < read < 100  # cancelled at the first checkpoint, not after the whole backlog
+
+
+@pytest.mark.parametrize("socket", [True, False])
+async def test_deferred_writes_go_out_in_order_with_the_next_write(socket: bool) -> None:
+    if socket:
+        ours, theirs = await _socket_pair()
+    else:
+        ours, theirs = trio.testing.memory_stream_pair()  # type: ignore[assignment]
+    writer = StreamWriter(ours)
+    big = b"b" * 3_000_000  # more than the socket takes at once: a partial writev
+    parts = [b"one", bytearray(b"two"), memoryview(b"three"), big, *([b"x"] * 600)]
+    for part in parts:
+        writer.defer(part)
+    assert writer.pending_bytes == sum(len(p) for p in parts)
+    expected = b"".join(parts) + b"last"
+    received = bytearray()
+
+    async def drain() -> None:
+        while len(received) < len(expected):
+            received.extend(await theirs.receive_some(1 << 20))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain)
+        await writer.send_all(b"last")
+    assert received == expected
+    assert writer.pending_bytes == 0 and writer.pending_count == 0
+
+
+async def test_a_cancelled_flush_keeps_what_it_did_not_write() -> None:
+    ours, theirs = await _socket_pair()
+    writer = StreamWriter(ours)
+    data = bytes(range(256)) * 40_000
+    writer.defer(data)
+    with trio.move_on_after(0.05):
+        await writer.flush()  # nobody reads: the socket fills up
+    assert 0 < writer.pending_bytes < len(data)
+    received = bytearray()
+
+    async def drain() -> None:
+        while len(received) < len(data):
+            received.extend(await theirs.receive_some(1 << 20))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain)
+        await writer.flush()
+    assert received == data
+
+
+async def test_a_reader_writes_its_partners_deferred_data_before_it_waits() -> None:
+    """The request pump defers a request while the next one is in hand; once the reader must
+    wait for the client, the deferred requests must already be upstream."""
+    client, client_peer = await _socket_pair()
+    upstream, upstream_peer = await _socket_pair()
+    writer = StreamWriter(upstream)
+    reader = FrameReader(client, 1000, read_ahead=1024, flush=writer)
+    await client_peer.send_all(frame(b"a") + frame(b"b"))
+    assert await reader.next_frame() == frame(b"a")
+    assert reader.frame_in_hand()
+    writer.defer(frame(b"a"))
+    assert await reader.next_frame() == frame(b"b")
+    assert not reader.frame_in_hand()
+    writer.defer(frame(b"b"))
+    with trio.move_on_after(0.05):
+        await reader.next_frame()  # waits for the client: writes first
+    assert writer.pending_bytes == 0
+    assert await upstream_peer.receive_some(100) == frame(b"a") + frame(b"b")
