@@ -109,6 +109,10 @@ _MAX_IN_FLIGHT = 1024
 #: frames come several per receive; what a client sends this way is held before its pool
 #: reservation, at most this much per connection.
 _READ_AHEAD = 16 * 1024
+#: Deferred writes (StreamWriter.defer) per direction: at most this many bytes and frames, so
+#: what a batch keeps alive past its pool lease stays within the read ahead's order.
+_DEFER_MAX_BYTES = 64 * 1024
+_DEFER_MAX_FRAMES = 256
 
 
 @dataclass(slots=True)
@@ -134,6 +138,7 @@ class ClientConnection:
         self._services = services
         self.client = stream
         self._client_out = StreamWriter(stream)  # the response pump's only
+        self._upstream_out: StreamWriter | None = None  # the request pump's, once it runs
         self.node_id = node_id
         self.connection_id = connection_id
         self.peer = _peer_name(stream)
@@ -268,12 +273,14 @@ class ClientConnection:
         frame_s = connections.frame_timeout_ms / 1000
         max_frame = int(services.config.memory.socket_request_max_bytes)
         pool, brokers, held = services.pool, services.brokers, self._held
-        upstream_out = StreamWriter(upstream)
+        self._upstream_out = upstream_out = StreamWriter(upstream)
         timeout = trio.CancelScope()
         # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
         # muting and forwarding are the proxy's doing, not the client's, and are not timed.
+        # It also writes the requests deferred below before it waits.
         reader = FrameReader(self.client, max_frame, read_ahead=_READ_AHEAD,
-                             timeouts=ReadTimeouts(timeout, idle_s, frame_s))  # fmt: skip
+                             timeouts=ReadTimeouts(timeout, idle_s, frame_s),
+                             flush=upstream_out)  # fmt: skip
         size = 0
         try:
             with services.drain.reading(), timeout:
@@ -288,6 +295,7 @@ class ClientConnection:
                     # allocation: try first, park only when the pool is out of memory.
                     lease, muted_s = pool.try_allocate(size), 0.0
                     if lease is None:
+                        await upstream_out.flush()
                         lease = await pool.allocate(size)
                         muted_s = trio.current_time() - arrival_s
                     with lease:
@@ -315,7 +323,10 @@ class ClientConnection:
                             else:
                                 slot = Forwarded(plan, arrival)
                             await self._owe(slot)
-                            await upstream_out.send_all(frame)
+                            if _deferrable(upstream_out, frame) and reader.frame_in_hand():
+                                upstream_out.defer(frame)  # goes with the next request
+                            else:
+                                await upstream_out.send_all(frame)
                             # The lease ends with this block: the buffer must not outlive it
                             # (a parked connection would keep its last frame alive).
                             del frame, body
@@ -340,6 +351,8 @@ class ClientConnection:
         """Queue ``slot`` for the response pump, waiting while the client owes too many."""
         conn = self._conn
         while not conn.has_room:
+            if self._upstream_out is not None:
+                await self._upstream_out.flush()  # the answers that make room need them
             await self._room_lot.park()
         conn.owe(slot)
         self._owed_lot.unpark()
@@ -373,6 +386,7 @@ class ClientConnection:
         """
         held = self._held
         assert held is not None
+        await upstream.flush()
         # One fetch at a time holds a response budget: a client that pipelines fetches and
         # never reads the answers waits here (TCP back-pressure) instead of draining the pool.
         await self._fetch_turn.acquire()
@@ -430,7 +444,7 @@ class ClientConnection:
         won, or the answer arrived as it passed — lands here, where the produce is settled and
         a fresh scope is opened.
         """
-        reader = FrameReader(upstream, read_ahead=_READ_AHEAD)
+        reader = FrameReader(upstream, read_ahead=_READ_AHEAD, flush=self._client_out)
         while True:
             self._answer_wait = trio.CancelScope()
             with self._answer_wait:
@@ -443,7 +457,7 @@ class ClientConnection:
             slot = held.slot
             if held.frame is not None:
                 held.operation.force_complete()
-                await self._send_produce_answer(slot, held.frame)
+                await self._send_produce_answer(slot, held.frame, reader)
                 continue
             held.operation.expire()
             self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
@@ -454,18 +468,20 @@ class ClientConnection:
     async def _answer_in_order(self, reader: FrameReader) -> None:
         """Answer slots in order; return when the request side has ended, or when a held
         produce's deadline passed as its answer arrived (``self._held_answer.frame`` set)."""
-        conn = self._conn
+        conn, out = self._conn, self._client_out
         while True:
             slot = conn.next_owed()
             if slot is NEED_REQUEST:
+                await out.flush()
                 await self._owed_lot.park()
                 continue
             if slot is REQUESTS_DONE:
+                await out.flush()
                 return
             self._room_lot.unpark()
             if isinstance(slot, Forwarded):
                 frame = await self._owed_frame(reader, slot.plan.header.correlation_id)
-                await self._send_forwarded(slot, frame)
+                await self._send_forwarded(slot, frame, reader)
             elif isinstance(slot, Local):
                 await self._client_out.send_all(slot.response)
                 self._report(slot, None, len(slot.response), trio.current_time(), "ok")
@@ -474,6 +490,7 @@ class ClientConnection:
                     return
             else:
                 assert isinstance(slot, HeldFetch)
+                await out.flush()  # it may wait in the purgatory
                 await self._answer_fetch(slot, reader)
 
     async def _owed_frame(self, reader: FrameReader, correlation_id: int) -> bytearray:
@@ -491,7 +508,12 @@ class ClientConnection:
                     raise UpstreamFailed(f"upstream answered {answered}, owed {correlation_id}")
                 return frame
 
-    async def _send_forwarded(self, slot: Forwarded | HeldProduce, frame: bytearray) -> None:
+    async def _send_forwarded(
+        self, slot: Forwarded | HeldProduce, frame: bytearray, reader: FrameReader
+    ) -> None:
+        """Write an upstream answer to the client: deferred while the next one is already in
+        hand (the next write or wait of this pump writes it; its record counts it as written
+        now, microseconds early)."""
         received_s = trio.current_time()
         plan = slot.plan
         header = plan.header
@@ -502,7 +524,11 @@ class ClientConnection:
             rewritten = rewrite_response(plan, body, self._services.brokers)
             if rewritten is not body:  # re-encoded: the only case that copies
                 out = size_prefix(len(rewritten)) + rewritten
-        await self._client_out.send_all(out)
+        writer = self._client_out
+        if _deferrable(writer, out) and reader.frame_in_hand():
+            writer.defer(out)
+        else:
+            await writer.send_all(out)
         self._report(slot, error_code, len(out), received_s, "error" if error_code else "ok")
 
     async def _answer_produce(self, slot: HeldProduce, reader: FrameReader) -> bool:
@@ -512,7 +538,8 @@ class ClientConnection:
         correlation_id = slot.plan.header.correlation_id
         timeout_ms = slot.produced.timeout_ms
         if timeout_ms <= 0:
-            await self._send_produce_answer(slot, await self._owed_frame(reader, correlation_id))
+            frame = await self._owed_frame(reader, correlation_id)
+            await self._send_produce_answer(slot, frame, reader)
             return True
         waited_ms = math.floor((trio.current_time() - slot.arrival.sent_s) * 1000)
         operation = self._held.hold_produce(max(0, timeout_ms - waited_ms))
@@ -526,13 +553,15 @@ class ClientConnection:
             return False
         self._held_answer = None
         operation.force_complete()
-        await self._send_produce_answer(slot, frame)
+        await self._send_produce_answer(slot, frame, reader)
         return True
 
-    async def _send_produce_answer(self, slot: HeldProduce, frame: bytearray) -> None:
+    async def _send_produce_answer(
+        self, slot: HeldProduce, frame: bytearray, reader: FrameReader
+    ) -> None:
         """Send an answered produce and wake the fetches held on its partitions."""
         assert self._held is not None
-        await self._send_forwarded(slot, frame)
+        await self._send_forwarded(slot, frame, reader)
         names = self._held.names
         self._held.produced(
             [names.key(name, topic_id, index)
@@ -597,6 +626,14 @@ class ClientConnection:
                 trio.current_time(),
             )
         )
+
+
+def _deferrable(writer: StreamWriter, data: bytes | bytearray) -> bool:
+    """Whether ``data`` may wait for the next write (small, and the batch not full)."""
+    return (
+        writer.pending_bytes + len(data) <= _DEFER_MAX_BYTES
+        and writer.pending_count < _DEFER_MAX_FRAMES
+    )
 
 
 def _peer_name(stream: trio.abc.Stream) -> str:
