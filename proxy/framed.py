@@ -147,14 +147,19 @@ class FrameReader:
 
     def frame_in_hand(self) -> bool:
         """Whether the next frame is already complete here (``next_frame`` would not read)."""
-        if self._ready is not None:
-            return True
-        out = self._decoder.next_frame()
-        if out is NEED_DATA:
-            return False
-        assert isinstance(out, memoryview)
-        self._ready = _frame_of(out)
-        return True
+        return self.peek() is not None
+
+    def peek(self) -> bytearray | None:
+        """The next frame (prefix included) if it is already complete here, without taking it;
+        else None. Reads nothing."""
+        ready = self._ready
+        if ready is None:
+            out = self._decoder.next_frame()
+            if out is NEED_DATA:
+                return None
+            assert isinstance(out, memoryview)
+            self._ready = ready = _frame_of(out)
+        return ready
 
     async def next_size(self) -> int | None:
         """The next frame's size, once its prefix is in (and checked); None when the stream
