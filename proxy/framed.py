@@ -35,9 +35,10 @@
 #
 # Timeouts: `ReadTimeouts` (a cancel scope, idle and frame seconds) is armed only when a read
 # has to wait: the idle deadline while waiting for a prefix, the frame deadline while waiting
-# for a body, each armed once per piece (a peer trickling bytes does not move it) and disarmed
-# when the piece is in. Moving a scope's deadline costs a few µs, so a frame already in hand
-# costs none.
+# for a body, each armed once per piece (a peer trickling bytes does not move it); the frame
+# deadline is cleared when the body is in, the idle one may stand and be reused by the next
+# wait (it then fires up to 12.5 % late, never early). Moving a scope's deadline costs a few
+# µs, so a frame already in hand costs none, and an idle consumer's wait rarely one.
 #
 # Every piece of partial progress lives in the decoder, so a read may be cancelled at any point
 # (a held produce's deadline) and the next call resumes where it stopped.
@@ -77,29 +78,57 @@ class ReadTimeouts:
     """The deadlines a reader arms on ``scope`` when it has to wait (see Strategy).
 
     Args:
-        scope: a cancel scope around the reads; its deadline is infinite whenever the reader
-            is not waiting.
+        scope: a cancel scope around the reads.
         idle_s: the longest wait for the next frame's prefix.
         frame_s: the longest wait for the rest of a frame once its size is known.
+
+    The frame deadline is cleared as soon as the body is in. The idle deadline (ten minutes
+    by default) is left standing after the prefix is in and reused by the next wait when it
+    still lies between ``idle_s`` and ``idle_s`` x 1.125 ahead: a scope's deadline move costs
+    ~4 µs, and an idle long-polling consumer waits for every request. So the idle timeout
+    fires between ``idle_s`` and 12.5 % later, never earlier; whoever waits for something
+    other than the client while it stands (the pool) calls ``stand_down`` first.
     """
 
-    __slots__ = ("armed", "frame_s", "idle_s", "scope")
+    __slots__ = ("_phase_s", "frame_s", "idle_s", "scope")
 
     def __init__(self, scope: trio.CancelScope, idle_s: float, frame_s: float) -> None:
         self.scope = scope
         self.idle_s = idle_s
         self.frame_s = frame_s
-        self.armed = False
+        self._phase_s = 0.0  # the deadline armed for the piece being read (0: none)
+
+    @property
+    def armed(self) -> bool:
+        return self._phase_s != 0.0
 
     def arm(self, seconds: float) -> None:
-        if not self.armed:
-            self.scope.deadline = trio.current_time() + seconds
-            self.armed = True
+        """The read has to wait: at most ``seconds`` from now for this piece (armed once per
+        piece, so a peer trickling bytes does not move it)."""
+        if self._phase_s:
+            return
+        self._phase_s = seconds
+        earliest = trio.current_time() + seconds
+        if seconds != self.idle_s:
+            self.scope.deadline = earliest  # a frame deadline: exact, cleared when it is in
+        elif not earliest <= self.scope.deadline <= earliest + seconds * _LATE:
+            self.scope.deadline = earliest + seconds * _LATE / 2
 
-    def disarm(self) -> None:
-        if self.armed:
+    def piece_done(self) -> None:
+        """The piece is in: clear a frame deadline; an idle one may stand (see class doc)."""
+        phase_s, self._phase_s = self._phase_s, 0.0
+        if phase_s and phase_s != self.idle_s:
             self.scope.deadline = math.inf
-            self.armed = False
+
+    def stand_down(self) -> None:
+        """Clear any deadline: the caller waits for something other than the peer."""
+        self._phase_s = 0.0
+        if self.scope.deadline != math.inf:
+            self.scope.deadline = math.inf
+
+
+#: How late a reused deadline may fire, as a fraction of its timeout.
+_LATE = 0.125
 
 
 class FrameReader:
@@ -258,7 +287,7 @@ class FrameReader:
     def _done_waiting(self) -> None:
         timeouts = self._timeouts
         if timeouts is not None and timeouts.armed:
-            timeouts.disarm()
+            timeouts.piece_done()
 
     async def _wait(self, idle: bool) -> None:
         """Wait until the socket is readable, under the piece's deadline."""

@@ -119,7 +119,37 @@ async def test_deadlines_are_armed_only_while_waiting(
         await reader.next_frame()
     assert scope.cancelled_caught
     waited = trio.current_time() - started
-    assert waited == pytest.approx(3.0 if len(sent) > 4 else 10.0)
+    if len(sent) > 4:
+        assert waited == pytest.approx(3.0)  # the frame deadline is exact
+    else:
+        assert 10.0 <= waited <= 11.25  # the idle one never early, at most 12.5 % late
+
+
+async def test_an_idle_deadline_stands_between_waits_and_a_frame_deadline_does_not(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    scope = trio.CancelScope()
+    timeouts = ReadTimeouts(scope, idle_s=100.0, frame_s=3.0)
+    timeouts.arm(timeouts.idle_s)
+    standing = scope.deadline
+    assert 100.0 <= standing - trio.current_time() <= 112.5
+    timeouts.piece_done()
+    assert scope.deadline == standing  # not moved back to infinity
+    await trio.sleep(1.0)
+    timeouts.arm(timeouts.idle_s)
+    assert scope.deadline == standing  # still 100 s ahead or more: reused
+    timeouts.piece_done()
+    await trio.sleep(10.0)
+    timeouts.arm(timeouts.idle_s)
+    assert scope.deadline > standing  # too close now: moved
+    timeouts.piece_done()
+    timeouts.arm(timeouts.frame_s)
+    assert scope.deadline - trio.current_time() == pytest.approx(3.0)
+    timeouts.piece_done()
+    assert scope.deadline == math.inf
+    timeouts.arm(timeouts.idle_s)
+    timeouts.stand_down()
+    assert scope.deadline == math.inf and not timeouts.armed
 
 
 async def test_a_reader_that_never_waits_still_yields_and_can_be_cancelled() -> None:
