@@ -276,11 +276,11 @@ class ClientConnection:
         self._upstream_out = upstream_out = StreamWriter(upstream)
         timeout = trio.CancelScope()
         # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
-        # muting and forwarding are the proxy's doing, not the client's, and are not timed.
-        # It also writes the requests deferred below before it waits.
+        # muting is the proxy's doing, not the client's, and is not timed (stand_down). It
+        # also writes the requests deferred below before it waits.
+        timeouts = ReadTimeouts(timeout, idle_s, frame_s)
         reader = FrameReader(self.client, max_frame, read_ahead=_READ_AHEAD,
-                             timeouts=ReadTimeouts(timeout, idle_s, frame_s),
-                             flush=upstream_out)  # fmt: skip
+                             timeouts=timeouts, flush=upstream_out)  # fmt: skip
         size = 0
         try:
             with services.drain.reading(), timeout:
@@ -296,6 +296,7 @@ class ClientConnection:
                     lease, muted_s = pool.try_allocate(size), 0.0
                     if lease is None:
                         await upstream_out.flush()
+                        timeouts.stand_down()
                         lease = await pool.allocate(size)
                         muted_s = trio.current_time() - arrival_s
                     with lease:
