@@ -229,3 +229,15 @@ async def test_a_reader_writes_its_partners_deferred_data_before_it_waits() -> N
         await reader.next_frame()  # waits for the client: writes first
     assert writer.pending_bytes == 0
     assert await upstream_peer.receive_some(100) == frame(b"a") + frame(b"b")
+
+
+@pytest.mark.parametrize("socket", [True, False])
+async def test_parts_are_written_in_order_after_what_was_deferred(socket: bool) -> None:
+    if socket:
+        ours, theirs = await _socket_pair()
+    else:
+        ours, theirs = trio.testing.memory_stream_pair()  # type: ignore[assignment]
+    writer = StreamWriter(ours)
+    writer.defer(b"first ")
+    await writer.send_parts([b"size", bytearray(b" header "), memoryview(b"records")])
+    assert await theirs.receive_some(100) == b"first size header records"
