@@ -592,18 +592,18 @@ class ClientConnection:
         response = await held.answer(ticket, first)
         if response.node_endpoints:
             advertise_node_endpoints(response, self._services.brokers)
-        # One copy: the records go from the upstream frame straight into the output buffer.
-        out = framed(
-            encode_response_header(ResponseHeader(slot.plan.correlation_id), header_version),
-            *encode_parts(response, version),
-        )
-        await self._client_out.send_all(out)
+        header = encode_response_header(ResponseHeader(slot.plan.correlation_id), header_version)
+        parts = encode_parts(response, version)
+        size = len(header) + sum(len(part) for part in parts)
+        # No copy: the records go from the upstream frame to the client's socket (writev);
+        # joining them was a quarter of the proxy's CPU consuming 1 KiB records.
+        await self._client_out.send_parts([size_prefix(size), header, *parts])
         ticket.release()
         self._tickets.discard(ticket)
         self._fetch_turn.release()
         error_code = response.error_code or None
         outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
-        self._report(slot, error_code, len(out), received_s, outcome, ticket.held_ms)
+        self._report(slot, error_code, _SIZE_BYTES + size, received_s, outcome, ticket.held_ms)
 
     def _report(
         self,
