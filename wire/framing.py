@@ -291,6 +291,22 @@ class FrameDecoder:
 
     def _next_whole_frame(self) -> memoryview | Sentinel:
         size = self._size
+        if size is None and self._chunks:
+            # Fast path: a whole frame inside the first chunk (small frames read ahead many
+            # at a time) is copied out in one go, prefix included.
+            head = self._chunks[0]
+            if len(head) >= SIZE_PREFIX_BYTES:
+                (size,) = _SIZE.unpack_from(head)
+                end = SIZE_PREFIX_BYTES + size
+                if 0 <= size <= self._max and end <= len(head):
+                    frame = bytearray(head[:end])
+                    if end == len(head):
+                        self._chunks.popleft()
+                    else:
+                        self._chunks[0] = head[end:]
+                    self._buffered -= end
+                    return memoryview(frame)
+            size = None
         if size is None:
             if self._buffered < SIZE_PREFIX_BYTES:
                 if not self._eof:
