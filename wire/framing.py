@@ -299,13 +299,13 @@ class FrameDecoder:
                 (size,) = _SIZE.unpack_from(head)
                 end = SIZE_PREFIX_BYTES + size
                 if 0 <= size <= self._max and end <= len(head):
-                    frame = bytearray(head[:end])
+                    whole = bytearray(head[:end])
                     if end == len(head):
                         self._chunks.popleft()
                     else:
                         self._chunks[0] = head[end:]
                     self._buffered -= end
-                    return memoryview(frame)
+                    return memoryview(whole)
             size = None
         if size is None:
             if self._buffered < SIZE_PREFIX_BYTES:
