@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
@@ -192,7 +193,13 @@ def rewrite_response(
 ) -> bytes | bytearray | memoryview:
     """The response frame body the client should see (``body`` itself when unchanged)."""
     api_key, version = plan.header.api_key, plan.header.api_version
-    _, start = parse_response_header(body, response_header_version(api_key, version))
+    header_version = _response_header_version(api_key, version)
+    if header_version == 0:
+        start = 4  # the correlation id
+    elif len(body) > 4 and body[4] == 0:
+        start = 5  # and an empty tag section, as brokers send it
+    else:
+        _, start = parse_response_header(body, header_version)
     rest = memoryview(body)[start:]
     if api_key == ApiKey.PRODUCE and produce_response_has_no_tags(rest, version):
         return body  # no KIP-951 fields, nothing names a broker: not worth a decode
@@ -200,6 +207,9 @@ def rewrite_response(
     if not _REWRITERS[api_key](message, brokers):
         return body
     return bytes(body[:start]) + encode(message, version)
+
+
+_response_header_version = cache(response_header_version)
 
 
 def _clamp_api_versions(message: Message, brokers: BrokerDirectory) -> bool:
