@@ -24,6 +24,11 @@
 #     the client gets REQUEST_TIMED_OUT and the late answer is skipped (Connection.give_up).
 #     Upstream frames are read by a cancel-safe FrameReader for that reason.
 #
+# Sockets (proxy/framed.py): reads bring up to _READ_AHEAD bytes at once; a pump defers its
+# write while the next frame is already in hand, so a pipelined batch goes out with one writev
+# (its reader writes the deferred bytes before it waits; the pumps flush before their other
+# waits).
+#
 # Any error ends the whole connection (both sides) with one ConnectionClosed reason, one log
 # line and one metric label; nothing here can affect another connection.
 #
@@ -263,9 +268,10 @@ class ClientConnection:
     async def _pump_requests(self, upstream: trio.abc.Stream) -> None:
         """Read, check, pay for and forward requests until the client closes.
 
-        Timeouts use one cancel scope for the whole connection whose deadline moves with the
-        phase (idle between frames, frame once its size is read, none while muted or
-        forwarding): cheaper than a fresh scope per read, which showed in profiles.
+        Timeouts use one cancel scope for the whole connection, whose deadline the reader
+        arms only while it waits (idle for a prefix, frame for a body; proxy/framed.py) and
+        which is stood down while muted: cheaper than a fresh scope per read, or a deadline
+        move per frame, which both showed in profiles.
         """
         services = self._services
         connections = services.config.connections
