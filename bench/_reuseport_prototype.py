@@ -84,7 +84,9 @@ def _cell(route: str, producers: int, count: int) -> tuple[float, float]:
         for job in jobs:
             job.join()
         elapsed = time.perf_counter() - started
-        spent = [sum(psutil.Process(p).cpu_times()[:2]) - b for p, b in zip(pids, before, strict=True)]
+        spent = [
+            sum(psutil.Process(p).cpu_times()[:2]) - b for p, b in zip(pids, before, strict=True)
+        ]
         cpu = sum(spent)
         if len(pids) > 1:  # whether the kernel spread the connections over the workers
             print("  CPU s per worker:", [round(s, 2) for s in spent])
