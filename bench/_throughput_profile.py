@@ -132,7 +132,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
     """The forwarding-path costs the issue names, as sample predicates."""
     return [
         (
-            "framed: all frame reading (size prefixes + bodies via recv_into)",
+            "framed: all frame reading (read ahead, bodies via readv, decoder)",
             lambda stack: any(
                 "next_size (proxy/framed.py" in f or "finish (proxy/framed.py" in f for f in stack
             ),
@@ -146,19 +146,24 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
             _top_is(_CLIENT, "size_prefix(len(rewritten)) + rewritten"),
         ),
         (
-            "send_all (one per frame, both directions)",
-            _anywhere("SocketStream.send_all (trio/_highlevel_socket.py"),
+            "writes, both directions (StreamWriter: write / writev, deferred batches)",
+            _anywhere("StreamWriter."),
         ),
         (
-            "  of which: responses to the client (one send_all per response)",
-            _anywhere(f"_pump_responses ({_CLIENT}", "SocketStream.send_all ("),
+            "  of which: responses to the client (response pump)",
+            _anywhere(f"_pump_responses ({_CLIENT}", "StreamWriter."),
         ),
         (
-            "  of which: the syscall itself (kernel copy into the socket)",
-            lambda stack: (
-                any("SocketStream.send_all (" in f for f in stack)
-                and "_nonblocking_helper (trio/_socket.py" in stack[-1]
-            ),
+            "  of which: the syscall itself (top frame on the os.write/writev line)",
+            lambda stack: "StreamWriter." in stack[-1],
+        ),
+        (
+            "reads: the syscall itself (top frame on the os.read/readv line)",
+            lambda stack: "FrameReader._receive" in stack[-1],
+        ),
+        (
+            "trio's I/O manager (epoll registration and wait)",
+            lambda stack: "trio/_core/_io_epoll.py" in stack[-1],
         ),
         (
             "plan_request -> Produce read for acks (wire.produce_summary; whole decode before)",

@@ -2,16 +2,43 @@
 # whole-frame mode (one implementation for the codec's tests, the proxy and its helpers).
 #
 # KIP-72 wants the size read and checked *before* any memory is committed to the body, so the
-# reader never asks the stream for more than the piece it is on: first what is missing of the
-# 4-byte prefix (`next_size`, which returns the checked size), then, after the caller has
-# allocated from the pool, exactly the rest of that frame (`finish`). Two receives per request
-# is what Kafka's NetworkReceive does too.
+# reader never asks the stream for more than the piece it is on: first the 4-byte prefix
+# (`next_size`, which returns the checked size), then, after the caller has allocated from the
+# pool, the rest of that frame (`finish`). With `read_ahead` (bytes) a receive may bring up to
+# that many bytes at once, so small pipelined frames cost one receive for several instead of two
+# each; the bytes past a prefix are then held before the caller's reservation, at most
+# `read_ahead` per connection (the decoder still gives an incomplete frame its buffer only when
+# the body is asked for). Without it, two receives per request, as Kafka's NetworkReceive does.
 #
-# The decoder allocates the frame's one buffer (size prefix included) when the prefix is in, and
-# the body goes from the kernel straight into it with recv_into, so forwarding a frame needs no
-# join and no re-prefixing: the same bytearray is written out as it came in. Streams that are
-# not plain sockets (TLS, the SASL wrapper of proxy/secure_upstream.py, trio memory streams in
-# tests) go through receive_some and one copy per chunk.
+# The decoder allocates the frame's one buffer (size prefix included), and the body goes from
+# the kernel straight into it (readv), so forwarding a frame needs no join and no re-prefixing:
+# the same bytearray is written out as it came in. Streams that are not plain sockets (TLS, the
+# SASL wrapper of proxy/secure_upstream.py, trio memory streams in tests) go through
+# receive_some and one copy per chunk.
+#
+# Cost: on a plain socket the reader and the writer call the socket's file descriptor directly
+# (os.read / os.readv / os.write) and go through trio only to wait (wait_readable /
+# wait_writable) when the kernel has nothing to give or no room. trio's own socket methods
+# yield to the scheduler after every successful call (a checkpoint each), which with one small
+# request per frame was a scheduler round per syscall; here a frame that is already in hand
+# costs no round trip through the scheduler, and a checkpoint is taken every
+# `_FRAMES_PER_CHECKPOINT` frames read without waiting, so a connection that always has data
+# neither starves the others nor escapes cancellation.
+#
+# Batching: a pump that has the next frame in hand already (`FrameReader.frame_in_hand`) may
+# `defer` what it would write, so N pipelined frames cost one writev instead of N writes (a
+# write on loopback is the expensive syscall: the kernel runs the receiver's side of TCP in
+# it). The rule that keeps it safe: a reader given the writer as `flush` writes the deferred
+# data before it waits or yields, and `send_all` writes it first, so nothing deferred is ever
+# left behind while the pump waits for anything else (the pumps flush before their other
+# waits themselves).
+#
+# Timeouts: `ReadTimeouts` (a cancel scope, idle and frame seconds) is armed only when a read
+# has to wait: the idle deadline while waiting for a prefix, the frame deadline while waiting
+# for a body, each armed once per piece (a peer trickling bytes does not move it); the frame
+# deadline is cleared when the body is in, the idle one may stand and be reused by the next
+# wait (it then fires up to 12.5 % late, never early). Moving a scope's deadline costs a few
+# µs, so a frame already in hand costs none, and an idle consumer's wait rarely one.
 #
 # Every piece of partial progress lives in the decoder, so a read may be cancelled at any point
 # (a held produce's deadline) and the next call resumes where it stopped.
@@ -19,14 +46,34 @@
 
 from __future__ import annotations
 
+import math
+import os
+from collections import deque
+from collections.abc import Iterable
+from itertools import islice
+from typing import Protocol
+
 import trio
 
 from wire.framing import NEED_DATA, SIZE_PREFIX_BYTES, FrameDecoder
 
-__all__ = ["UNBOUNDED_FRAME_BYTES", "FrameReader", "PeerClosed"]
+__all__ = [
+    "DEFER_MAX_BYTES",
+    "DEFER_MAX_FRAMES",
+    "UNBOUNDED_FRAME_BYTES",
+    "Flushable",
+    "FrameReader",
+    "PeerClosed",
+    "ReadTimeouts",
+    "StreamWriter",
+]
 
 #: No limit but the wire's own (a signed 32-bit size): for answers from a trusted broker.
 UNBOUNDED_FRAME_BYTES = 2**31 - 1
+#: Frames read without waiting before the reader yields to the scheduler once.
+_FRAMES_PER_CHECKPOINT = 16
+#: Buffers per writev (Linux allows 1,024).
+_MAX_IOV = 512
 
 
 class PeerClosed(Exception):
@@ -38,6 +85,63 @@ class PeerClosed(Exception):
         self.received = received
 
 
+class ReadTimeouts:
+    """The deadlines a reader arms on ``scope`` when it has to wait (see Strategy).
+
+    Args:
+        scope: a cancel scope around the reads.
+        idle_s: the longest wait for the next frame's prefix.
+        frame_s: the longest wait for the rest of a frame once its size is known.
+
+    The frame deadline is cleared as soon as the body is in. The idle deadline (ten minutes
+    by default) is left standing after the prefix is in and reused by the next wait when it
+    still lies between ``idle_s`` and ``idle_s`` x 1.125 ahead: a scope's deadline move costs
+    ~4 µs, and an idle long-polling consumer waits for every request. So the idle timeout
+    fires between ``idle_s`` and 12.5 % later, never earlier; whoever waits for something
+    other than the client while it stands (the pool) calls ``stand_down`` first.
+    """
+
+    __slots__ = ("_phase_s", "frame_s", "idle_s", "scope")
+
+    def __init__(self, scope: trio.CancelScope, idle_s: float, frame_s: float) -> None:
+        self.scope = scope
+        self.idle_s = idle_s
+        self.frame_s = frame_s
+        self._phase_s = 0.0  # the deadline armed for the piece being read (0: none)
+
+    @property
+    def armed(self) -> bool:
+        return self._phase_s != 0.0
+
+    def arm(self, seconds: float) -> None:
+        """The read has to wait: at most ``seconds`` from now for this piece (armed once per
+        piece, so a peer trickling bytes does not move it)."""
+        if self._phase_s:
+            return
+        self._phase_s = seconds
+        earliest = trio.current_time() + seconds
+        if seconds != self.idle_s:
+            self.scope.deadline = earliest  # a frame deadline: exact, cleared when it is in
+        elif not earliest <= self.scope.deadline <= earliest + seconds * _LATE:
+            self.scope.deadline = earliest + seconds * _LATE / 2
+
+    def piece_done(self) -> None:
+        """The piece is in: clear a frame deadline; an idle one may stand (see class doc)."""
+        phase_s, self._phase_s = self._phase_s, 0.0
+        if phase_s and phase_s != self.idle_s:
+            self.scope.deadline = math.inf
+
+    def stand_down(self) -> None:
+        """Clear any deadline: the caller waits for something other than the peer."""
+        self._phase_s = 0.0
+        if self.scope.deadline != math.inf:
+            self.scope.deadline = math.inf
+
+
+#: How late a reused deadline may fire, as a fraction of its timeout.
+_LATE = 0.125
+
+
 class FrameReader:
     """Reads one frame after another from a stream; safe to cancel at any point.
 
@@ -45,59 +149,91 @@ class FrameReader:
         stream: what to read.
         max_frame_bytes: larger sizes raise FrameTooLarge (``socket_request_max_bytes`` for
             clients); negative sizes and TLS records raise their own WireErrors.
+        read_ahead: the most bytes one receive may bring past the piece being read (0: exactly
+            the piece).
+        timeouts: deadlines to arm while waiting (see Strategy), or None.
 
     Error handling: the first WireError is final (the decoder refuses further calls).
     """
 
-    __slots__ = ("_decoder", "_ready", "_socket", "_stream")
+    __slots__ = (
+        "_decoder",
+        "_flush",
+        "_read_ahead",
+        "_ready",
+        "_socket",
+        "_stream",
+        "_timeouts",
+        "_unyielded",
+    )
 
     def __init__(
-        self, stream: trio.abc.ReceiveStream, max_frame_bytes: int = UNBOUNDED_FRAME_BYTES
+        self,
+        stream: trio.abc.ReceiveStream,
+        max_frame_bytes: int = UNBOUNDED_FRAME_BYTES,
+        *,
+        read_ahead: int = 0,
+        timeouts: ReadTimeouts | None = None,
+        flush: Flushable | None = None,
     ) -> None:
         self._stream = stream
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._decoder = FrameDecoder(max_frame_bytes, whole_frames=True)
-        self._ready: bytearray | None = None  # a frame complete with its prefix (size 0)
+        self._ready: bytearray | None = None  # a frame complete with its prefix
+        self._read_ahead = read_ahead
+        self._timeouts = timeouts
+        self._flush = flush
+        self._unyielded = 0
+
+    def frame_in_hand(self) -> bool:
+        """Whether the next frame is already complete here (``next_frame`` would not read)."""
+        return self.peek() is not None
+
+    def peek(self) -> bytearray | None:
+        """The next frame (prefix included) if it is already complete here, without taking it;
+        else None. Reads nothing."""
+        ready = self._ready
+        if ready is None:
+            out = self._decoder.next_frame()
+            if out is NEED_DATA:
+                return None
+            assert isinstance(out, memoryview)
+            self._ready = ready = _frame_of(out)
+        return ready
 
     async def next_size(self) -> int | None:
         """The next frame's size, once its prefix is in (and checked); None when the stream
-        ended cleanly between frames. Reads nothing past the prefix.
+        ended cleanly between frames. Reads nothing past the prefix unless ``read_ahead``.
 
         Raises:
             PeerClosed: the stream ended inside the prefix.
             WireError: the size is negative, too large, or a TLS record header.
         """
+        ready = self._ready
+        if ready is not None:
+            return len(ready) - SIZE_PREFIX_BYTES
         decoder = self._decoder
-        if decoder.buffered_bytes == 0 and decoder.pending_frame_size is None and (
-            self._ready is None
-        ):
-            # The common case, between frames: one receive brings the whole prefix.
-            chunk = await self._stream.receive_some(SIZE_PREFIX_BYTES)
-            if not chunk:
-                return None
-            decoder.receive_data(chunk)
+        size = decoder.pending_frame_size
+        if size is not None:
+            return size
+        self._unyielded += 1
+        if self._unyielded >= _FRAMES_PER_CHECKPOINT:
+            self._unyielded = 0
+            await self._flush_partner()
+            await trio.lowlevel.checkpoint()
+        while True:
             out = decoder.next_frame()
-            if out is not NEED_DATA:  # an empty frame: complete with its prefix
+            if out is not NEED_DATA:  # the whole frame is in hand
                 assert isinstance(out, memoryview)
-                self._ready = _frame_of(out)
-                return 0
+                self._ready = ready = _frame_of(out)
+                self._done_waiting()
+                return len(ready) - SIZE_PREFIX_BYTES
             size = decoder.pending_frame_size
             if size is not None:
+                self._done_waiting()
                 return size
-            # a 1-3 byte read: the general path below reads the rest of the prefix
-        while True:
-            size = decoder.pending_frame_size
-            if size is not None or self._ready is not None:
-                return size if size is not None else 0
-            out = decoder.next_frame()
-            if out is not NEED_DATA:
-                assert isinstance(out, memoryview)
-                self._ready = _frame_of(out)  # an empty frame: complete with its prefix
-                continue
-            if decoder.pending_frame_size is not None:
-                continue
             have = decoder.buffered_bytes
-            chunk = await self._stream.receive_some(SIZE_PREFIX_BYTES - have)
+            chunk = await self._receive(max(self._read_ahead, SIZE_PREFIX_BYTES - have), idle=True)
             if not chunk:
                 if have == 0:
                     return None
@@ -116,29 +252,30 @@ class FrameReader:
         if ready is not None:
             self._ready = None
             return ready
-        decoder, socket = self._decoder, self._socket
+        decoder = self._decoder
         while True:
             buffer = decoder.frame_buffer()
-            if not buffer:
-                out = decoder.next_frame()
-                assert isinstance(out, memoryview)
-                return _frame_of(out)
-            if socket is not None:
-                try:
-                    received: int = await socket.recv_into(buffer)
-                except OSError as error:  # the stream would translate this; we read its socket
-                    raise trio.BrokenResourceError(f"socket failed: {error}") from error
-            else:
-                chunk = await self._stream.receive_some(len(buffer))
-                received = len(chunk)
-                buffer[:received] = chunk
+            missing = len(buffer)
+            if not missing:
+                break
+            if missing < self._read_ahead:  # small: bring the next frames' bytes along
+                chunk = await self._receive(self._read_ahead, idle=False)
+                if not chunk:
+                    raise PeerClosed(decoder.buffered_bytes)
+                decoder.receive_data(chunk)
+                if len(chunk) >= missing:
+                    break
+                continue
+            received = await self._receive_into(buffer)
             if not received:
                 raise PeerClosed(decoder.buffered_bytes)
             decoder.frame_filled(received)
-            if received == len(buffer):  # complete: skip asking for an empty buffer
-                out = decoder.next_frame()
-                assert isinstance(out, memoryview)
-                return _frame_of(out)
+            if received == missing:
+                break
+        self._done_waiting()
+        out = decoder.next_frame()
+        assert isinstance(out, memoryview)
+        return _frame_of(out)
 
     async def next_frame(self) -> bytearray:
         """The next whole frame, size prefix included.
@@ -151,6 +288,196 @@ class FrameReader:
         if await self.next_size() is None:
             raise PeerClosed(0)
         return await self.finish()
+
+    async def _flush_partner(self) -> None:
+        """Write what the paired writer deferred: never wait or yield with it unsent."""
+        flush = self._flush
+        if flush is not None and flush.pending_bytes:
+            await flush.flush()
+
+    def _done_waiting(self) -> None:
+        timeouts = self._timeouts
+        if timeouts is not None and timeouts.armed:
+            timeouts.piece_done()
+
+    async def _wait(self, idle: bool) -> None:
+        """Wait until the socket is readable, under the piece's deadline."""
+        timeouts = self._timeouts
+        if timeouts is not None:
+            timeouts.arm(timeouts.idle_s if idle else timeouts.frame_s)
+        self._unyielded = 0
+        await self._flush_partner()
+        assert self._socket is not None
+        await trio.lowlevel.wait_readable(self._socket)
+
+    async def _receive(self, max_bytes: int, idle: bool) -> bytes | bytearray:
+        socket = self._socket
+        if socket is None:
+            await self._flush_partner()
+            timeouts = self._timeouts
+            if timeouts is not None:
+                timeouts.arm(timeouts.idle_s if idle else timeouts.frame_s)
+            return await self._stream.receive_some(max_bytes)
+        while True:
+            try:
+                return os.read(_fd(socket), max_bytes)
+            except BlockingIOError:
+                pass
+            except OSError as error:  # the stream would translate this; we read its socket
+                raise trio.BrokenResourceError(f"socket failed: {error}") from error
+            await self._wait(idle)
+
+    async def _receive_into(self, buffer: memoryview) -> int:
+        socket = self._socket
+        if socket is None:
+            await self._flush_partner()
+            timeouts = self._timeouts
+            if timeouts is not None:
+                timeouts.arm(timeouts.frame_s)
+            chunk = await self._stream.receive_some(len(buffer))
+            buffer[: len(chunk)] = chunk
+            return len(chunk)
+        while True:
+            try:
+                return os.readv(_fd(socket), (buffer,))
+            except BlockingIOError:
+                pass
+            except OSError as error:
+                raise trio.BrokenResourceError(f"socket failed: {error}") from error
+            await self._wait(idle=False)
+
+
+#: Deferred writes (StreamWriter.defer) per writer: at most this many bytes and frames.
+DEFER_MAX_BYTES = 64 * 1024
+DEFER_MAX_FRAMES = 256
+
+
+class Flushable(Protocol):
+    """What a FrameReader writes out before it waits: a StreamWriter, or an UpstreamLink
+    (whose writer comes and goes with its connection)."""
+
+    @property
+    def pending_bytes(self) -> int: ...
+
+    async def flush(self) -> None: ...
+
+
+class StreamWriter:
+    """Writes to a stream; on a plain socket straight to its file descriptor (see Strategy).
+
+    ``defer`` queues data to go out with the next write: several small frames then cost one
+    system call (writev). Whoever defers must make sure a write follows before it waits for
+    anything: a FrameReader given this writer as ``flush`` writes it before it waits or
+    yields, and ``send_all`` writes the deferred data first. Cancel-safe: what was not written
+    stays queued, in order.
+
+    Not safe for two tasks at once (nor is the stream's own send_all); one writer per
+    direction of a connection.
+    """
+
+    __slots__ = ("_pending", "_socket", "_stream", "pending_bytes")
+
+    def __init__(self, stream: trio.abc.SendStream) -> None:
+        self._stream = stream
+        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._pending: deque[bytes | bytearray | memoryview] = deque()
+        self.pending_bytes = 0
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def has_room_for(self, data: bytes | bytearray | memoryview) -> bool:
+        """Whether ``data`` may be deferred: the batch stays within DEFER_MAX_BYTES and
+        DEFER_MAX_FRAMES, so what it keeps alive past its pool lease stays small."""
+        return (
+            self.pending_bytes + len(data) <= DEFER_MAX_BYTES
+            and len(self._pending) < DEFER_MAX_FRAMES
+        )
+
+    def defer(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue ``data`` for the next write (see the class docstring)."""
+        self._pending.append(data)
+        self.pending_bytes += len(data)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Write what was deferred, then all of ``data``; wait only while the socket has no
+        room.
+
+        Raises:
+            trio.BrokenResourceError: the socket failed (the OS error is its cause).
+            trio.ClosedResourceError: the stream was closed.
+        """
+        socket = self._socket
+        if socket is None or self.pending_bytes:
+            self.defer(data)
+            await self.flush()
+            return
+        view = memoryview(data)
+        while True:
+            try:
+                sent = os.write(_fd(socket), view)
+            except BlockingIOError:
+                sent = 0
+            except OSError as error:
+                raise trio.BrokenResourceError(f"socket failed: {error}") from error
+            if sent == len(view):
+                return
+            view = view[sent:]
+            await trio.lowlevel.wait_writable(socket)
+
+    async def send_parts(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
+        """Write what was deferred, then ``parts`` in order without joining them (writev: a
+        fetch answer's records go from the upstream frame to the socket uncopied)."""
+        for part in parts:
+            self.defer(part)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Write everything deferred (one writev while the socket takes it all)."""
+        pending = self._pending
+        if not pending:
+            return
+        socket = self._socket
+        if socket is None:
+            data = b"".join(pending)
+            pending.clear()
+            self.pending_bytes = 0
+            await self._stream.send_all(data)
+            return
+        while True:
+            try:
+                sent = os.writev(
+                    _fd(socket),
+                    pending if len(pending) <= _MAX_IOV else list(islice(pending, _MAX_IOV)),
+                )
+            except BlockingIOError:
+                sent = 0
+            except OSError as error:
+                raise trio.BrokenResourceError(f"socket failed: {error}") from error
+            self.pending_bytes -= sent
+            if not self.pending_bytes:
+                pending.clear()
+                return
+            partial = sent < sum(len(part) for part in islice(pending, _MAX_IOV))
+            while sent:
+                head = pending[0]
+                if len(head) <= sent:
+                    sent -= len(head)
+                    pending.popleft()
+                else:
+                    pending[0] = memoryview(head)[sent:]
+                    sent = 0
+            if partial:  # the socket is full (else: the next batch of buffers at once)
+                await trio.lowlevel.wait_writable(socket)
+
+
+def _fd(socket: trio.socket.SocketType) -> int:
+    """The socket's descriptor, checked each time: a closed socket's number may be reused."""
+    fd = socket.fileno()
+    if fd < 0:
+        raise trio.ClosedResourceError("the socket was closed")
+    return fd
 
 
 def _frame_of(view: memoryview) -> bytearray:

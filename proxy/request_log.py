@@ -21,9 +21,8 @@ import logging
 import os
 import stat
 from collections import deque
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 import trio
 
@@ -32,11 +31,12 @@ __all__ = ["RequestLog", "RequestRecord"]
 log = logging.getLogger("purgatory_proxy.request_log")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
+class RequestRecord(NamedTuple):
     """What happened to one client request (the schema is documented in docs/request-log.md).
 
-    Immutable, so it can be handed to the writer thread as it is.
+    Immutable, so it can be handed to the writer thread as it is. A NamedTuple rather than a
+    frozen dataclass: one is built per request, and a frozen dataclass's __init__ (one
+    object.__setattr__ per field) cost 2.8 µs against 0.55 µs.
     """
 
     ts: float
@@ -56,10 +56,10 @@ class RequestRecord:
 
     def to_json(self) -> str:
         # A flat dict by hand: dataclasses.asdict deep-copies and is ~3x slower.
-        return _encode({name: getattr(self, name) for name in _FIELD_NAMES})
+        return _encode(dict(zip(_FIELD_NAMES, self, strict=True)))
 
 
-_FIELD_NAMES = tuple(field.name for field in fields(RequestRecord))
+_FIELD_NAMES = RequestRecord._fields
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 

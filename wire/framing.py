@@ -20,6 +20,10 @@
 # straight into it, and ``frame_buffer()`` exposes its unfilled tail
 # so the caller can receive into it directly (``recv_into``: no copy at all), reporting what
 # it wrote with ``frame_filled(n)``. The decoder still does no I/O: it hands out a buffer.
+# A caller that reads ahead (several small frames per receive) may hand over bytes past a
+# prefix before it has reserved memory: a frame that is complete is assembled at once (its
+# bytes are in hand anyway), an incomplete one still gets its buffer only when the body is
+# asked for, so a large frame's memory is never committed before the reservation.
 """Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
 
 from __future__ import annotations
@@ -279,10 +283,30 @@ class FrameDecoder:
             frame = self._frame = bytearray(SIZE_PREFIX_BYTES + size)
             _SIZE.pack_into(frame, 0, size)
             self._filled = SIZE_PREFIX_BYTES
+            if self._buffered:  # body bytes that came with the prefix (a read ahead)
+                taken = min(self._buffered, size)
+                frame[SIZE_PREFIX_BYTES : SIZE_PREFIX_BYTES + taken] = self._take(taken)
+                self._filled += taken
         return frame
 
     def _next_whole_frame(self) -> memoryview | Sentinel:
         size = self._size
+        if size is None and self._chunks:
+            # Fast path: a whole frame inside the first chunk (small frames read ahead many
+            # at a time) is copied out in one go, prefix included.
+            head = self._chunks[0]
+            if len(head) >= SIZE_PREFIX_BYTES:
+                (size,) = _SIZE.unpack_from(head)
+                end = SIZE_PREFIX_BYTES + size
+                if 0 <= size <= self._max and end <= len(head):
+                    whole = bytearray(head[:end])
+                    if end == len(head):
+                        self._chunks.popleft()
+                    else:
+                        self._chunks[0] = head[end:]
+                    self._buffered -= end
+                    return memoryview(whole)
+            size = None
         if size is None:
             if self._buffered < SIZE_PREFIX_BYTES:
                 if not self._eof:
@@ -295,12 +319,10 @@ class FrameDecoder:
             if not 0 <= size <= self._max:
                 size = read_frame_size(prefix, self._max)  # raises the right error
             self._size = size
-            if self._buffered or size == 0:  # bytes past the prefix came with it: place them
-                frame = self._pending_frame()
-                assert frame is not None
-                taken = min(self._buffered, size)
-                frame[SIZE_PREFIX_BYTES : SIZE_PREFIX_BYTES + taken] = self._take(taken)
-                self._filled += taken
+            if self._buffered >= size:  # the whole frame came with its prefix: assemble it
+                self._pending_frame()
+            # else its buffer waits for frame_buffer() or receive_data(): after the caller's
+            # pool reservation, even when a read ahead brought part of the body along
         frame = self._frame
         missing = size - (self._filled - SIZE_PREFIX_BYTES if frame is not None else 0)
         if missing:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
 from proxy.held.service import FetchTicket
@@ -61,12 +61,12 @@ NEED_REQUEST: Final = Sentinel("NEED_REQUEST")
 REQUESTS_DONE: Final = Sentinel("REQUESTS_DONE")
 
 
-@dataclass(frozen=True, slots=True)
-class Arrival:
+class Arrival(NamedTuple):
     """A request's timings, for its RequestRecord.
 
     Times are ``trio.current_time()`` seconds except ``ts`` (epoch seconds, for the log);
-    ``sent_s`` is when it went upstream (or was queued, for requests that do not).
+    ``sent_s`` is when it went upstream (or was queued, for requests that do not). A
+    NamedTuple: one per request, built in a third of a frozen dataclass's time.
     """
 
     arrival_s: float

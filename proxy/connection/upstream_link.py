@@ -12,10 +12,16 @@
 #            `own_request`) can answers to later client requests come before the one it
 #            awaits: they wait in `_early` for their turn.
 #
+# Writes go through a StreamWriter (proxy/framed.py): the request pump may `defer` a frame
+# while the client's next one is already in hand, so a pipelined batch goes upstream in one
+# writev; the client's reader writes it out before it waits (the link is its `flush` partner).
+# Reads bring up to `read_ahead` bytes at once, and the upstream reader writes what the
+# response pump deferred to the client before it waits.
+#
 # Concurrency without locks where possible: only the request pump adds to the ledger and it
-# marks the span from owing a slot to sending it (`forwarding`); the idle check and the closing
-# happen between checkpoints, at one instant. In passthrough both pumps send, so sends take a
-# lock there (and only there: it costs a checkpoint per request).
+# marks the span from owing a slot to sending it (`forwarding`); the idle check (nothing
+# awaited, nothing deferred) and the closing happen between checkpoints, at one instant. In
+# passthrough both pumps send, so sends take a lock there and nothing is deferred.
 """A client connection's own upstream connection: opened on need, closed when idle."""
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import trio
 from proxy.connection.services import ConnectionServices
 from proxy.connection.state import Connection
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
-from proxy.framed import FrameReader, PeerClosed
+from proxy.framed import Flushable, FrameReader, PeerClosed, StreamWriter
 from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header
 
@@ -41,7 +47,10 @@ class UpstreamLink:
         services: where brokers are and how to dial them (``client_dialer``), metrics.
         node_id: the broker the client connection targets (None: the bootstrap port).
         conn: the client connection's ledger of awaited answers.
-        shared_sends: both pumps send (passthrough): sends are serialised.
+        shared_sends: both pumps send (passthrough): sends are serialised, none deferred.
+        read_ahead: what one receive may bring past the frame being read.
+        flush_before_wait: written out before the upstream reader waits (the client's
+            writer, whose deferred answers must not wait for the broker).
     """
 
     def __init__(
@@ -51,6 +60,8 @@ class UpstreamLink:
         conn: Connection,
         *,
         shared_sends: bool,
+        read_ahead: int = 0,
+        flush_before_wait: Flushable | None = None,
     ) -> None:
         self._services = services
         self._node_id = node_id
@@ -58,8 +69,11 @@ class UpstreamLink:
         self._shared_sends = shared_sends
         idle_ms = services.config.connections.upstream_idle_timeout_ms
         self._idle_s = idle_ms / 1000 if idle_ms > 0 and not shared_sends else 0.0
+        self._read_ahead = read_ahead
+        self._flush_before_wait = flush_before_wait
         self._stream: trio.abc.Stream | None = None
         self._reader: FrameReader | None = None
+        self._out: StreamWriter | None = None
         self._used_s = 0.0
         self._early: dict[int, bytearray] = {}
         self._send_lock = trio.Lock()
@@ -79,7 +93,10 @@ class UpstreamLink:
         stream = self._stream
         if stream is None:
             stream = self._stream = await self._connect()
-            self._reader = FrameReader(stream)
+            self._reader = FrameReader(
+                stream, read_ahead=self._read_ahead, flush=self._flush_before_wait
+            )
+            self._out = StreamWriter(stream)
             self._used_s = trio.current_time()
             self._services.metrics.upstream_open.inc()
             if self._idle_s and self._nursery is not None:
@@ -94,15 +111,51 @@ class UpstreamLink:
                 KIP-368 session).
         """
         self._used_s = trio.current_time()
+        out = self._out
+        assert out is not None and stream is self._stream
         try:
             if self._shared_sends:
                 async with self._send_lock:
-                    await stream.send_all(frame)
+                    await out.send_all(frame)
             else:
-                await stream.send_all(frame)
+                await out.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
             reason = str(error) or "closed by the broker"
             raise UpstreamFailed(f"upstream connection broke while sending: {reason}") from None
+
+    def can_defer(self, frame: bytes | bytearray) -> bool:
+        """Whether ``frame`` may wait for the next write (never in passthrough)."""
+        out = self._out
+        return not self._shared_sends and out is not None and out.has_room_for(frame)
+
+    def defer(self, frame: bytes | bytearray) -> None:
+        """Queue ``frame`` to go with the next write (see the module header)."""
+        assert self._out is not None
+        self._used_s = trio.current_time()
+        self._out.defer(frame)
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes deferred and not yet written (FrameReader's flush partner protocol)."""
+        return self._out.pending_bytes if self._out is not None else 0
+
+    async def flush(self) -> None:
+        """Write what was deferred (nothing to do without a connection)."""
+        out = self._out
+        if out is not None and out.pending_bytes:
+            try:
+                await out.flush()
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                reason = str(error) or "closed by the broker"
+                raise UpstreamFailed(f"upstream connection broke while sending: {reason}") from None
+
+    def frame_in_hand(self) -> bool:
+        """Whether the next upstream answer is already read (a batch is coming in)."""
+        return self._reader is not None and self._reader.frame_in_hand()
+
+    def peek(self) -> bytearray | None:
+        """The next upstream answer if it is already read whole (reads nothing)."""
+        return self._reader.peek() if self._reader is not None else None
 
     async def answer(self, correlation_id: int) -> bytearray:
         """The upstream's answer to ``correlation_id`` (size prefix included), skipping
@@ -141,7 +194,7 @@ class UpstreamLink:
 
     async def aclose(self) -> None:
         """Close the connection; answers it still owed are forgotten."""
-        stream, self._stream, self._reader = self._stream, None, None
+        stream, self._stream, self._reader, self._out = self._stream, None, None, None
         if stream is not None:
             self._conn.forget_upstream()
             self._early.clear()
@@ -154,6 +207,7 @@ class UpstreamLink:
             if (
                 self._stream is stream
                 and not self.forwarding
+                and not self.pending_bytes
                 and self._conn.upstream_idle
                 and trio.current_time() >= self._used_s + self._idle_s
             ):

@@ -201,37 +201,44 @@ def build_response(
         data = results.partitions.get(key)
         if data is None:
             # Not in the answer (the fetch was not sent upstream, or the broker left it out):
-            # report what the proxy knows, with no records.
+            # report what the proxy knows, with no records. Its PartitionData is built only if
+            # the response carries it: an idle incremental fetch carries nothing, and building
+            # one (nested defaults included) cost more than the rest of the partition's work.
             state = states.get(canonical(key, names))
             if state is not None:
-                high, stable, start = (
-                    state.high_watermark, state.last_stable_offset, state.log_start_offset
-                )  # fmt: skip
+                news[key] = PartitionNews(
+                    state.high_watermark, state.last_stable_offset, state.log_start_offset, False
+                )
             else:
-                high, stable, start = (
+                news[key] = PartitionNews(
                     cached.told_high_watermark,
                     cached.told_last_stable_offset,
                     cached.told_log_start_offset,
+                    False,
                 )
-            data = PartitionData(
-                partition_index=key[1],
-                high_watermark=high,
-                last_stable_offset=stable,
-                log_start_offset=start,
-                records=b"",
-            )
+            continue
         parts[key] = data
         news[key] = PartitionNews(
-            high_watermark=data.high_watermark,
-            last_stable_offset=data.last_stable_offset,
-            log_start_offset=data.log_start_offset,
-            has_records=bool(data.records),
-            error_code=data.error_code,
+            data.high_watermark,
+            data.last_stable_offset,
+            data.log_start_offset,
+            bool(data.records),
+            data.error_code,
         )
     session_id, carried = context.respond(news, now_ms)
     topics: dict[str | UUID, FetchableTopicResponse] = {}
     for key in carried:
-        _topic_entry(topics, key[0], FetchableTopicResponse).partitions.append(parts[key])
+        data = parts.get(key)
+        if data is None:
+            told = news[key]
+            data = PartitionData(
+                partition_index=key[1],
+                high_watermark=told.high_watermark,
+                last_stable_offset=told.last_stable_offset,
+                log_start_offset=told.log_start_offset,
+                records=b"",
+            )
+        _topic_entry(topics, key[0], FetchableTopicResponse).partitions.append(data)
     return FetchResponse(
         throttle_time_ms=results.throttle_time_ms,
         session_id=session_id,

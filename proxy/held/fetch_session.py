@@ -30,6 +30,7 @@ import enum
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from uuid import UUID
 
 from wire.messages.fetch_request import FetchPartition, FetchRequest
@@ -73,9 +74,10 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == 2**31 - 1 else epoch + 1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionNews:
-    """What one upstream fetch learned about a partition, for the response to the client."""
+class PartitionNews(NamedTuple):
+    """What one upstream fetch learned about a partition, for the response to the client
+    (a NamedTuple: one per partition per answer, built in a third of a frozen dataclass's
+    time)."""
 
     high_watermark: int
     last_stable_offset: int
