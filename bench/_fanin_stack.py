@@ -74,6 +74,8 @@ class DescriptorLimits:
     soft: int
     hard: int
     hard_before: int = 0
+    #: The hard limit asked for (0: none); above ``hard`` when raising it was refused.
+    wanted: int = 0
 
     def relay_processes(self, n: int) -> int:
         """Relay processes for ``n`` relayed connections: two descriptors each must fit a
@@ -93,7 +95,7 @@ def raise_descriptor_limit(max_n: int = 0) -> DescriptorLimits:
     hard_before = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     target = DESCRIPTORS_PER_CONSUMER * max_n + 10 * DESCRIPTOR_MARGIN
     soft_before, soft, hard = relay_raise_descriptor_limit(target)
-    return DescriptorLimits(soft_before, soft, hard, hard_before)
+    return DescriptorLimits(soft_before, soft, hard, hard_before, target)
 
 
 @dataclass(frozen=True)

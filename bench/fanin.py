@@ -299,6 +299,17 @@ def _progress(m: Measurement) -> str:
     )
 
 
+def _has_sys_resource() -> bool:
+    """Whether this process has CAP_SYS_RESOURCE (bit 24 of CapEff; root alone is not enough
+    in a container that drops it)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    found = re.search(r"^CapEff:\s*([0-9a-f]+)", status, re.MULTILINE)
+    return bool(found and int(found[1], 16) & (1 << 24))
+
+
 def run(config: Config, log: bool = True) -> Run:
     """Measure every N of ``config``; never writes anything."""
     result = Run(config, raise_descriptor_limit(max(config.ns, default=0)))
@@ -308,10 +319,16 @@ def run(config: Config, log: bool = True) -> Run:
         if (limits.soft_before, limits.hard_before) != (limits.soft, limits.hard)
         else "unchanged"
     )
+    refused = ""
+    if limits.hard < limits.wanted:
+        refused = (
+            f"; raising the hard limit to {limits.wanted:,} ({DESCRIPTORS_PER_CONSUMER} per "
+            f"consumer of the largest N) was refused: setrlimit needs CAP_SYS_RESOURCE, which "
+            f"this process {'has' if _has_sys_resource() else 'lacks'}"
+        )
     result.notes.append(
-        f"RLIMIT_NOFILE: soft {limits.soft:,} / hard {limits.hard:,} ({raised}; "
-        f"{DESCRIPTORS_PER_CONSUMER} per consumer of the largest N wanted); the consumers' "
-        f"process, broker, relays and proxy all run with it"
+        f"RLIMIT_NOFILE: soft {limits.soft:,} / hard {limits.hard:,} ({raised}{refused}); "
+        f"the consumers' process, broker, relays and proxy all run with it"
     )
     idle_s = upstream_idle_s(config)
     default_ms = ConnectionsSection.model_fields["upstream_idle_timeout_ms"].default
