@@ -30,6 +30,7 @@ from pathlib import Path
 import trio
 
 from proxy.config import Config, parse_host_port
+from proxy.connection.api_versions import KnownApiVersions
 from proxy.connection.drain import Drain
 from proxy.connection.listeners import (
     ListenerFactory,
@@ -175,6 +176,7 @@ async def serve(
                 held=held,
                 drain=drain,
                 client_dialer=client_dialer if client_dialer is not None else dialer,
+                api_versions=KnownApiVersions(config.upstream.metadata_refresh_ms / 1000),
             )
             async with trio.open_nursery() as handlers:
                 with shutdown:

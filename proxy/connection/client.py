@@ -106,6 +106,7 @@ from wire.headers import (
     parse_response_header,
     peek_request_header,
 )
+from wire.messages.api_versions_response import ApiVersionsResponse
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
@@ -119,6 +120,8 @@ _MIN_REQUEST_BYTES = 8
 #: Responses a connection may owe before the proxy stops reading its requests. A client that
 #: pipelines without reading its answers is back-pressured here instead of growing a queue.
 _MAX_IN_FLIGHT = 1024
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
+_CORRELATION_ID_BYTES = 4
 #: Bytes one receive may bring past the piece being read (proxy/framed.py): small pipelined
 #: frames come several per receive; what a client sends this way is held before its pool
 #: reservation, at most this much per connection.
@@ -305,6 +308,12 @@ class ClientConnection:
                         body = memoryview(frame)[_SIZE_BYTES:]
                         plan = plan_request(body, brokers, client_sasl=passthrough)
                         request_bytes = size + _SIZE_BYTES
+                        if (
+                            not passthrough
+                            and isinstance(plan, RequestPlan)
+                            and plan.header.api_key == _API_VERSIONS
+                        ):
+                            plan = self._known_api_versions(plan)
                         if isinstance(plan, LocalAnswer):
                             api = peek_request_header(body)[:2]
                             del frame, body  # the pool's again: do not keep it alive
@@ -353,6 +362,12 @@ class ClientConnection:
                     f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)"
                 )
             raise IdleTimeout(f"idle for {idle_s:g} s (connections.idle_timeout_ms)")
+
+    def _known_api_versions(self, plan: RequestPlan) -> RequestPlan | LocalAnswer:
+        """ApiVersions answered from the cluster's last answer for this port, if it is
+        recent (proxy/connection/api_versions.py): no upstream connection opens for it."""
+        known = self._services.api_versions.answer(self.node_id, plan.header, trio.current_time())
+        return plan if known is None else LocalAnswer(plan.correlation_id, known)
 
     async def _owe(self, slot: Slot | Unanswered) -> None:
         """Queue ``slot`` for the response pump, waiting while the client owes too many."""
@@ -491,6 +506,8 @@ class ClientConnection:
             rewritten = rewrite_response(plan, body, self._services.brokers)
             if rewritten is not body:  # re-encoded: the only case that copies
                 out = size_prefix(len(rewritten)) + rewritten
+        if header.api_key == _API_VERSIONS and not error_code:
+            self._keep_api_versions(out, header.api_version)
         writer = self._client_out
         if writer.has_room_for(out) and self._upstream.frame_in_hand():
             writer.defer(out)
@@ -502,6 +519,15 @@ class ClientConnection:
                 f"the cluster refused the client's SASL authentication (error {error_code}); "
                 "it closes such connections, and so does the proxy"
             )
+
+    def _keep_api_versions(self, frame: bytes | bytearray, version: int) -> None:
+        """Keep the cluster's ApiVersions answer, as sent, for the next clients of this port.
+        (Its response header is v0 at every version, KIP-511: the correlation id alone.)"""
+        known, now_s = self._services.api_versions, trio.current_time()
+        if self._auth.passthrough or not known.wants(self.node_id, now_s):
+            return
+        body = memoryview(frame)[_SIZE_BYTES + _CORRELATION_ID_BYTES :]
+        known.learn(self.node_id, decode(ApiVersionsResponse, body, version), now_s)
 
     def _learn_authentication(
         self, plan: RequestPlan, body: memoryview, error_code: int | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.config import Config
+from proxy.connection.api_versions import KnownApiVersions
 from proxy.connection.drain import Drain
 from proxy.held.service import HeldRequests
 from proxy.memory import MemoryPool
@@ -34,6 +35,8 @@ class ConnectionServices:
         dialer: how the proxy's own upstream connections open (its TLS and SASL identity).
         client_dialer: how client connections' upstream connections open: the same, or
             without the proxy's SASL when clients authenticate themselves (passthrough).
+        api_versions: the cluster's ApiVersions answers, to answer reconnecting clients
+            (proxy identity only).
     """
 
     config: Config
@@ -47,6 +50,7 @@ class ConnectionServices:
     held: HeldRequests | None
     drain: Drain
     client_dialer: Dialer
+    api_versions: KnownApiVersions
 
     @property
     def passthrough(self) -> bool:

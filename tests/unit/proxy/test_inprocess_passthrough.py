@@ -232,3 +232,39 @@ async def test_a_refused_login_closes_the_connection_with_one_reason(
                 await trio.sleep(0.01)
         closed = metrics.connections_closed.labels("authentication_failed")
         assert closed._value.get() == 1
+
+
+async def test_api_versions_of_reconnecting_clients_open_no_upstream_connection(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_topic()
+    async with proxy_in_process(broker, upstream={"metadata_refresh_ms": 1000}) as proxy:
+        upstream_open = proxy.running.services.metrics.upstream_open
+        first, second = await proxy.client(), await proxy.client()
+        await first.send(ApiVersionsRequest(), 3)
+        _, forwarded, _ = await first.receive()
+        assert upstream_open._value.get() == 1
+
+        await second.send(ApiVersionsRequest(), 3)  # answered from the first answer
+        _, known, _ = await second.receive()
+        await second.send(ApiVersionsRequest(), 0)  # at its own version
+        _, known_v0, _ = await second.receive()
+        assert known.api_keys == forwarded.api_keys == known_v0.api_keys
+        # The second client's requests never needed an upstream connection of its own.
+        assert upstream_open._value.get() == 1
+        await trio.sleep(1.5)  # older than the metadata refresh period: asked again
+        await second.send(ApiVersionsRequest(), 3)
+        await second.receive()
+        assert upstream_open._value.get() == 2  # forwarded on its own connection
+
+
+async def test_passthrough_forwards_every_api_versions(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    broker = broker_with_accounts()
+    async with proxy_in_process(broker, proxy=PASSTHROUGH) as proxy:
+        for _ in range(2):
+            client = await proxy.client()
+            await client.send(ApiVersionsRequest(), 3)
+            await client.receive()
+        assert [key for key, _ in broker.requests].count(ApiKey.API_VERSIONS) == 2

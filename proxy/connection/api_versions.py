@@ -1,0 +1,59 @@
+# Strategy: every Kafka client opens a connection with ApiVersions. Forwarded, it makes the
+# client connection open its own upstream connection, which then stays up for
+# connections.upstream_idle_timeout_ms although nothing else may ever need it: at 10,000
+# consumers connecting at once that is 20,000 descriptors for half a minute (bench.fanin hit
+# the descriptor limit that way). With the proxy's identity, the answer is the cluster's
+# answer as the proxy advertises it (version ranges clamped to what the proxy decodes), the
+# same for every client of a broker: so the first one per broker port is forwarded and kept,
+# and later ones are answered from it for `max_age_s` (the metadata refresh period), after
+# which the next one is forwarded again to see upgrades.
+#
+# Not with client_auth = "passthrough": there ApiVersions goes to the cluster like everything
+# else before the client's authentication (docs/security.md). What a client sends in
+# ApiVersions v3 (its software name and version, KIP-511) reaches the cluster only with
+# forwarded requests.
+"""The cluster's ApiVersions answer per broker port, kept to answer reconnecting clients."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from wire.apis import ApiKey, response_header_version
+from wire.codec import encode
+from wire.framing import frame
+from wire.headers import RequestHeader, ResponseHeader, encode_response_header
+from wire.messages import ApiVersionsResponse
+
+__all__ = ["KnownApiVersions"]
+
+
+class KnownApiVersions:
+    """ApiVersions answers by broker port (None: the bootstrap port), each for ``max_age_s``."""
+
+    __slots__ = ("_answers", "_max_age_s")
+
+    def __init__(self, max_age_s: float) -> None:
+        self._max_age_s = max_age_s
+        self._answers: dict[int | None, tuple[float, ApiVersionsResponse]] = {}
+
+    def learn(self, node_id: int | None, response: ApiVersionsResponse, now_s: float) -> None:
+        """Keep a successful answer as the proxy sent it to a client (throttle cleared)."""
+        if response.error_code == 0:
+            self._answers[node_id] = (now_s, replace(response, throttle_time_ms=0))
+
+    def wants(self, node_id: int | None, now_s: float) -> bool:
+        """Whether a forwarded answer for ``node_id`` should be kept (none, or too old)."""
+        known = self._answers.get(node_id)
+        return known is None or now_s - known[0] >= self._max_age_s
+
+    def answer(self, node_id: int | None, header: RequestHeader, now_s: float) -> bytes | None:
+        """The whole response frame for this ApiVersions request, or None: forward it."""
+        known = self._answers.get(node_id)
+        if known is None or now_s - known[0] >= self._max_age_s:
+            return None
+        version = header.api_version
+        head = encode_response_header(
+            ResponseHeader(header.correlation_id),
+            response_header_version(ApiKey.API_VERSIONS, version),
+        )
+        return frame(head, encode(known[1], version))
