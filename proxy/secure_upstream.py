@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import os
@@ -141,6 +142,28 @@ class UpstreamSecurity:
         return self._token[1]
 
 
+def connect_failure(address: Address, error: OSError) -> str:
+    """Why a TCP connect to ``address`` failed, in one line. trio reports "all attempts to
+    connect ... failed" with the real errors inside; running out of descriptors is the
+    proxy's own problem, not the broker's, and is said so."""
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        cause = pending.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in (errno.EMFILE, errno.ENFILE):
+            return (
+                f"{address}: cannot open a socket: the proxy is out of file descriptors "
+                f"({os.strerror(cause.errno)}); raise its limit (ulimit -n, LimitNOFILE)"
+            )
+        if isinstance(cause, BaseExceptionGroup):
+            pending.extend(cause.exceptions)
+        pending.extend(c for c in (cause.__cause__, cause.__context__) if c is not None)
+    return f"{address}: {error}"
+
+
 async def open_upstream(
     address: Address, security: UpstreamSecurity, timeout_s: float
 ) -> trio.abc.Stream:
@@ -159,7 +182,7 @@ async def open_upstream(
             try:
                 tcp = await trio.open_tcp_stream(address.host, address.port)
             except OSError as error:
-                raise UpstreamUnavailable(f"{address}: {error}") from error
+                raise UpstreamUnavailable(connect_failure(address, error)) from error
             stream = tcp
             if security.tls_context is not None:
                 tls = trio.SSLStream(tcp, security.tls_context, server_hostname=address.host)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,34 @@ def test_reauthentication_delay_follows_kafka() -> None:
     delays = [reauthentication_delay_ms(10_000, rng) for _ in range(1000)]
     assert all(d is not None and 8_500 <= d <= 9_500 for d in delays)
     assert reauthentication_delay_ms(0, rng) is None
+
+
+def test_a_proxy_out_of_descriptors_says_so_rather_than_blaming_the_broker() -> None:
+    # A real connect with no descriptor left (in a child: it lowers its own limit).
+    script = """
+import resource, trio
+from proxy.routing import Address
+from proxy.secure_upstream import UpstreamSecurity, open_upstream
+from proxy.errors import UpstreamUnavailable
+
+async def main():
+    hold = []
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        while True:
+            hold.append(open("/dev/null"))
+    except OSError:
+        pass
+    try:
+        await open_upstream(Address("127.0.0.1", 9), UpstreamSecurity(None, None), 5.0)
+    except UpstreamUnavailable as error:
+        print(error)
+
+trio.run(main)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "the proxy is out of file descriptors" in done.stdout, done.stdout + done.stderr
+    assert "ulimit -n" in done.stdout
