@@ -97,17 +97,20 @@ from proxy.rewrite import (
 )
 from proxy.routing import Address
 from wire.apis import ApiKey, response_header_version
-from wire.codec import decode, encode_parts
+from wire.codec import decode, encode, encode_parts
 from wire.errors import WireError
+from wire.framing import frame as framed
 from wire.framing import size_prefix
 from wire.headers import (
     ResponseHeader,
+    encode_request_header,
     encode_response_header,
     parse_response_header,
     peek_request_header,
 )
 from wire.messages.api_versions_response import ApiVersionsResponse
 from wire.messages.fetch_request import FetchRequest
+from wire.messages.fetch_response import FetchResponse
 from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
 __all__ = ["ClientConnection"]
@@ -352,7 +355,8 @@ class ClientConnection:
                             continue
                         del frame, body
                     # A fetch the proxy answers itself; the request's memory is free again.
-                    await self._start_fetch(plan, ticket, arrival_s, ts, muted_s, request_bytes)
+                    await self._start_fetch(plan, ticket, arrival_s, ts, muted_s,
+                                            request_bytes)  # fmt: skip
         finally:
             self._conn.end_requests()
             self._owed_lot.unpark_all()
@@ -399,15 +403,45 @@ class ClientConnection:
         muted_s: float,
         request_bytes: int,
     ) -> None:
-        """Owe a held fetch's slot; the response pump does the rest (HeldRequests.answer)."""
+        """Owe a held fetch's slot; the response pump does the rest (HeldRequests.answer).
+
+        An active consumer (its upstream connection is open: it did more than fetch lately)
+        gets its first look sent right here, in request order on that connection, like a
+        forwarded request: one task hand-off fewer than a read on the shared channels, which
+        is what consuming at full speed pays per fetch. Its response budget comes from the
+        pool first (KIP-72), which may mute this connection. An idle consumer's first looks
+        go on the shared channels, so its connection is left to close.
+        """
         # One fetch at a time: a client that pipelines fetches and never reads the answers
         # waits here (TCP back-pressure) instead of holding response budgets of the pool.
         # What was deferred goes first: the answer this may wait for can need it.
-        await self._upstream.flush()
+        link, held = self._upstream, self._held
+        assert held is not None
+        await link.flush()
         await self._fetch_turn.acquire()
         self._tickets.add(ticket)
+        first: bytes | None = None
+        if ticket.ask_upstream and link.is_open and not self._auth.passthrough:
+            pool = self._services.pool
+            lease = pool.try_allocate(held.response_max_bytes)
+            if lease is None:
+                parked_s = trio.current_time()
+                lease = await pool.allocate(held.response_max_bytes)
+                muted_s += trio.current_time() - parked_s
+            lease.hand_off()  # the response pump releases it (ticket.release)
+            ticket.lease = lease
+            header = plan.header
+            body = encode(held.immediate_request(ticket), header.api_version)
+            first = framed(encode_request_header(header), body)
         arrival = Arrival(arrival_s, ts, muted_s, request_bytes, trio.current_time())
-        await self._owe(HeldFetch(plan, ticket, arrival))
+        if first is None or not link.is_open:  # (closed while muted: the shared way, then)
+            await self._owe(HeldFetch(plan, ticket, arrival))
+            return
+        stream = await link.stream()
+        link.forwarding = True
+        await self._owe(HeldFetch(plan, ticket, arrival, first_sent=True))
+        await link.send(stream, first)
+        link.forwarding = False
 
     async def _read_size(self, reader: FrameReader) -> int | None:
         """The next frame's checked size, or None when the client closed between frames."""
@@ -586,10 +620,16 @@ class ClientConnection:
         assert held is not None
         version = slot.plan.header.api_version
         header_version = response_header_version(ApiKey.FETCH, version)
-        reads = None
+        reads, first = None, None
         if self._known is not None:  # passthrough: the client's own identity reads
             reads = OwnReads(self._upstream, slot.plan.header.client_id, self._known)
-        response = await held.answer(ticket, reads)
+        elif slot.first_sent:
+            frame = await self._upstream.answer(slot.plan.correlation_id)
+            body = memoryview(frame)[_SIZE_BYTES:]
+            _, start = parse_response_header(body, header_version)
+            first = decode(FetchResponse, body[start:], version)
+            ticket.shrink(self._services.pool, len(frame))
+        response = await held.answer(ticket, reads, first)
         # The record's upstream time is that of the reads, not of the wait in the purgatory.
         received_s = trio.current_time() - ticket.held_ms / 1000
         if response.node_endpoints:

@@ -113,11 +113,14 @@ class HeldProduce:
 
 @dataclass(frozen=True, slots=True)
 class HeldFetch:
-    """A fetch the proxy answers itself (its upstream reads are HeldRequests.answer's)."""
+    """A fetch the proxy answers itself. ``first_sent``: its first look went upstream on the
+    client's own connection, with the client's correlation id (an active consumer's; see
+    client.py); otherwise HeldRequests.answer does all its upstream reads."""
 
     plan: RequestPlan
     ticket: FetchTicket
     arrival: Arrival
+    first_sent: bool = False
 
 
 Slot = Local | Forwarded | HeldFetch | HeldProduce
@@ -178,7 +181,9 @@ class Connection:
                 self._upstream.popleft()
                 self._optional -= 1
             return
-        if not isinstance(slot, Local | HeldFetch):
+        if not isinstance(slot, Local | HeldFetch) or (
+            isinstance(slot, HeldFetch) and slot.first_sent
+        ):
             self._upstream.append((slot.plan.header.correlation_id, False))
         self._owed.append(slot)
 

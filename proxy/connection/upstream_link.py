@@ -84,6 +84,11 @@ class UpstreamLink:
         """Where the idle watch of each opened connection runs (the client connection's)."""
         self._nursery = nursery
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the connection is open now (nothing is opened to find out)."""
+        return self._stream is not None
+
     async def stream(self) -> trio.abc.Stream:
         """The upstream connection, opened now if there is none (first use, or closed idle).
 

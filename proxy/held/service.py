@@ -257,12 +257,18 @@ class HeldRequests:
             ticket.request, ticket.context, self.response_max_bytes, max_wait_ms
         )
 
-    async def answer(self, ticket: FetchTicket, reads: FetchReads | None = None) -> FetchResponse:
+    async def answer(
+        self,
+        ticket: FetchTicket,
+        reads: FetchReads | None = None,
+        first: FetchResponse | None = None,
+    ) -> FetchResponse:
         """The client's response: a first look upstream if ``ticket.ask_upstream``, then the
         fetch held in the purgatory while Kafka would, re-fetched after each wake-up.
 
         ``reads``: the client connection's own fetches (passthrough); None = the broker's
-        shared re-fetch channels (the proxy's identity).
+        shared re-fetch channels (the proxy's identity). ``first``: the first look's answer,
+        when the client connection already sent it on its own connection.
 
         The memory behind the records in the response is ``ticket.lease``; the caller releases
         it (``ticket.release()``) once the response is written.
@@ -275,7 +281,13 @@ class HeldRequests:
             return error_response(context.error_code)
         request = ticket.request
         results = FetchResults()
-        if ticket.ask_upstream:
+        if first is not None:
+            self._immediate.inc()
+            if first.error_code:  # the broker refused the whole fetch: pass it on
+                return error_response(first.error_code)
+            results = FetchResults.of(first)
+            self._learn(ticket, results)
+        elif ticket.ask_upstream:
             try:
                 results = await self._refetch(
                     ticket, self._immediate_max_wait_ms, reads, first=True
