@@ -69,6 +69,7 @@ import trio
 
 from proxy.errors import UpstreamUnavailable
 from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.wanted import WantedPartitions
 from proxy.metrics import Metrics
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.upstream.broker_channel import BrokerChannel
@@ -134,23 +135,13 @@ class OffsetWatcher:
         self._purgatory = purgatory
         self._interval_ms = interval_ms
         self._polls = metrics.upstream_fetches.labels("offsets")
-        self._wanted: dict[PartitionKey, int] = {}
+        self._wanted = WantedPartitions(linger_ms=interval_ms)
         self._answers: dict[PartitionKey, _Answer] = {}
-        self._more = trio.Event()
 
     def want(self, keys: list[PartitionKey], until_ms: int) -> None:
         """Cover ``keys`` until ``until_ms`` (plus one interval of linger, so a consumer's next
         fetch finds the partition still watched). Keys by topic id are ignored."""
-        until_ms += self._interval_ms
-        wanted = self._wanted
-        for key in keys:
-            if not isinstance(key[0], str):
-                continue
-            previous = wanted.get(key)
-            if previous is None:
-                self._more.set()
-            if previous is None or previous < until_ms:
-                wanted[key] = until_ms
+        self._wanted.want(keys, until_ms)
 
     async def run(self) -> None:
         """Poll every interval_ms while anything is wanted; sleep while nothing is."""
@@ -158,15 +149,14 @@ class OffsetWatcher:
         while True:
             request, keys = self._next_poll(current_time_ms())
             if request is None:
-                self._more = trio.Event()
-                await self._more.wait()
+                await self._wanted.wait_for_more()
                 continue
             sent_s, sent_ms = trio.current_time(), current_time_ms()
             self._polls.inc()
             try:
                 response = await self._channel.request(request, LIST_OFFSETS_VERSION)
             except (UpstreamUnavailable, WireError) as error:
-                self._uncover(keys)
+                self._states.uncover(keys)
                 log.debug("offset watcher for broker %d: %s", self.node_id, error)
                 await trio.sleep(max(_RETRY_S, interval_s))
                 continue
@@ -177,8 +167,7 @@ class OffsetWatcher:
     def _next_poll(self, now_ms: int) -> tuple[ListOffsetsRequest | None, list[PartitionKey]]:
         """The poll to send now, over every partition still wanted; expired wants (and their
         previous answers) are forgotten."""
-        for key in [key for key, until in self._wanted.items() if until < now_ms]:
-            del self._wanted[key]
+        for key in self._wanted.expire(now_ms):
             self._answers.pop(key, None)
         topics: dict[str, ListOffsetsTopic] = {}
         keys = list(self._wanted)
@@ -210,7 +199,7 @@ class OffsetWatcher:
         for key in keys:
             answer = answered.get(key)
             if answer is None:
-                self._uncover([key])
+                states.uncover([key])
                 continue
             previous = self._answers.get(key)
             self._answers[key] = answer
@@ -230,10 +219,3 @@ class OffsetWatcher:
                 self._purgatory.check_and_complete(key)
             elif state is not None:
                 state.watched_until_ms = -1 if error_code or state.stale else fresh_until
-
-    def _uncover(self, keys: list[PartitionKey]) -> None:
-        """What the proxy knows of ``keys`` may be old; fetches must ask."""
-        for key in keys:
-            state = self._states.get(key)
-            if state is not None:
-                state.watched_until_ms = -1

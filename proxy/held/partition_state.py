@@ -130,6 +130,14 @@ class PartitionStates:
         if state is not None:
             state.stale = True
 
+    def uncover(self, keys: list[PartitionKey]) -> None:
+        """A watcher's poll failed or left ``keys`` out: what the proxy knows of them may be
+        old, so fetches must ask the broker (no longer fresh)."""
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                state.watched_until_ms = -1
+
     def settle(self, key: PartitionKey) -> None:
         """The broker was asked about ``key`` and said nothing: no longer stale."""
         state = self._states.get(key)

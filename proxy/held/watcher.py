@@ -27,6 +27,7 @@ import trio
 from proxy.errors import UpstreamUnavailable
 from proxy.held.fetch_answer import FetchResults, learn
 from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.wanted import WantedPartitions
 from proxy.metrics import Metrics
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.upstream.broker_channel import BrokerChannel
@@ -66,28 +67,17 @@ class UpstreamWatcher:
         self._purgatory = purgatory
         self._max_wait_ms = max_wait_ms
         self._polls = metrics.upstream_fetches.labels("watcher")
-        self._wanted: dict[PartitionKey, int] = {}
-        self._more = trio.Event()
+        self._wanted = WantedPartitions(linger_ms=max_wait_ms)
 
     def want(self, keys: list[PartitionKey], until_ms: int) -> None:
         """Cover ``keys`` until ``until_ms`` (plus one max wait of linger)."""
-        until_ms += self._max_wait_ms
-        wanted = self._wanted
-        for key in keys:
-            if not isinstance(key[0], str):
-                continue
-            previous = wanted.get(key)
-            if previous is None:
-                self._more.set()
-            if previous is None or previous < until_ms:
-                wanted[key] = until_ms
+        self._wanted.want(keys, until_ms)
 
     async def run(self) -> None:
         while True:
             request, keys = self._next_poll(current_time_ms())
             if request is None:
-                self._more = trio.Event()
-                await self._more.wait()
+                await self._wanted.wait_for_more()
                 continue
             sent_ms = current_time_ms()
             # Covered while the poll is out (the broker answers it as soon as a partition
@@ -102,7 +92,7 @@ class UpstreamWatcher:
             try:
                 response = await self._channel.request(request, WATCH_VERSION)
             except UpstreamUnavailable as error:
-                self._uncover(keys)
+                self._states.uncover(keys)
                 log.debug("watcher for broker %d: %s", self.node_id, error)
                 await trio.sleep(_RETRY_S)
                 continue
@@ -111,15 +101,14 @@ class UpstreamWatcher:
             for key in changed:
                 self._purgatory.check_and_complete(key)
             if response.error_code:
-                self._uncover(keys)
+                self._states.uncover(keys)
                 await trio.sleep(_RETRY_S)
             elif not changed and current_time_ms() - sent_ms < self._max_wait_ms * _EARLY_FRACTION:
                 await trio.sleep(_PAUSE_S)
 
     def _next_poll(self, now_ms: int) -> tuple[FetchRequest | None, list[PartitionKey]]:
         """The poll to send now, over every partition still wanted whose end is known."""
-        for key in [key for key, until in self._wanted.items() if until < now_ms]:
-            del self._wanted[key]
+        self._wanted.expire(now_ms)
         topics: dict[str, FetchTopic] = {}
         keys = []
         for key in self._wanted:
@@ -148,10 +137,3 @@ class UpstreamWatcher:
             topics=list(topics.values()),
         )
         return request, keys
-
-    def _uncover(self, keys: list[PartitionKey]) -> None:
-        """The poll failed: what the proxy knows of ``keys`` may be old; fetches must ask."""
-        for key in keys:
-            state = self._states.get(key)
-            if state is not None:
-                state.watched_until_ms = -1

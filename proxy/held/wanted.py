@@ -1,0 +1,56 @@
+# Strategy: both per-broker watchers (the Fetch long-poll of watcher.py and, in passthrough,
+# the ListOffsets poll of offset_watcher.py) cover the same thing: the partitions held fetches
+# wait on, each until the latest deadline of a fetch waiting on it plus a linger (so a
+# consumer's next fetch finds the partition still covered). Keys known only by topic id are
+# not watched: both polls go by topic name. A watcher with nothing wanted sleeps until
+# something is (`wait_for_more`) instead of polling an empty set.
+"""The partitions a per-broker watcher covers, each until a deadline plus a linger."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import trio
+
+from proxy.held.partition_state import PartitionKey
+
+__all__ = ["WantedPartitions"]
+
+
+class WantedPartitions:
+    """Partitions wanted until a time (ms, the purgatory's clock), plus ``linger_ms``."""
+
+    __slots__ = ("_linger_ms", "_more", "_until")
+
+    def __init__(self, linger_ms: int) -> None:
+        self._linger_ms = linger_ms
+        self._until: dict[PartitionKey, int] = {}
+        self._more = trio.Event()
+
+    def __iter__(self) -> Iterator[PartitionKey]:
+        return iter(self._until)
+
+    def want(self, keys: list[PartitionKey], until_ms: int) -> None:
+        """Cover ``keys`` until ``until_ms`` plus the linger; keys by topic id are ignored."""
+        until_ms += self._linger_ms
+        wanted = self._until
+        for key in keys:
+            if not isinstance(key[0], str):
+                continue
+            previous = wanted.get(key)
+            if previous is None:
+                self._more.set()
+            if previous is None or previous < until_ms:
+                wanted[key] = until_ms
+
+    def expire(self, now_ms: int) -> list[PartitionKey]:
+        """Forget the keys wanted only until before ``now_ms``; they are returned."""
+        gone = [key for key, until in self._until.items() if until < now_ms]
+        for key in gone:
+            del self._until[key]
+        return gone
+
+    async def wait_for_more(self) -> None:
+        """Wait until a key is wanted that was not before."""
+        self._more = trio.Event()
+        await self._more.wait()
