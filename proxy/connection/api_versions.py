@@ -43,17 +43,22 @@ class KnownApiVersions:
 
     def wants(self, node_id: int | None, now_s: float) -> bool:
         """Whether a forwarded answer for ``node_id`` should be kept (none, or too old)."""
-        known = self._answers.get(node_id)
-        return known is None or now_s - known[0] >= self._max_age_s
+        return self._fresh(node_id, now_s) is None
 
     def answer(self, node_id: int | None, header: RequestHeader, now_s: float) -> bytes | None:
         """The whole response frame for this ApiVersions request, or None: forward it."""
-        known = self._answers.get(node_id)
-        if known is None or now_s - known[0] >= self._max_age_s:
+        known = self._fresh(node_id, now_s)
+        if known is None:
             return None
         version = header.api_version
         head = encode_response_header(
             ResponseHeader(header.correlation_id),
             response_header_version(ApiKey.API_VERSIONS, version),
         )
-        return frame(head, encode(known[1], version))
+        return frame(head, encode(known, version))
+
+    def _fresh(self, node_id: int | None, now_s: float) -> ApiVersionsResponse | None:
+        known = self._answers.get(node_id)
+        if known is None or now_s - known[0] >= self._max_age_s:
+            return None
+        return known[1]

@@ -323,7 +323,7 @@ class ClientConnection:
                             arrival = Arrival(arrival_s, ts, muted_s, request_bytes, arrival_s)
                             await self._owe(Local(plan.correlation_id, api, plan.response, arrival))
                             continue
-                        trusted = auth.trusted(trio.current_time())
+                        trusted = not passthrough or auth.trusted(trio.current_time())
                         ticket = self._fetch_ticket(plan, body) if trusted else None
                         if ticket is None:
                             # sent_s is set before the slot is owed: the response pump may
@@ -339,14 +339,9 @@ class ClientConnection:
                                 slot = Forwarded(plan, arrival)
                                 if plan.header.api_key == ApiKey.SASL_HANDSHAKE:
                                     auth.handshake()
-                            stream = await link.stream()
-                            link.forwarding = True  # keeps it open until the frame is sent
-                            await self._owe(slot)
-                            if link.can_defer(frame) and reader.frame_in_hand():
-                                link.defer(frame)  # goes with the next request
-                            else:
-                                await link.send(stream, frame)
-                            link.forwarding = False
+                            await link.forward(
+                                self._owe, slot, frame, may_defer=reader.frame_in_hand()
+                            )
                             # The lease ends with this block: the buffer must not outlive it
                             # (a parked connection would keep its last frame alive).
                             del frame, body
@@ -437,11 +432,9 @@ class ClientConnection:
         if first is None or not link.is_open:  # (closed while muted: the shared way, then)
             await self._owe(HeldFetch(plan, ticket, arrival))
             return
-        stream = await link.stream()
-        link.forwarding = True
-        await self._owe(HeldFetch(plan, ticket, arrival, first_sent=True))
-        await link.send(stream, first)
-        link.forwarding = False
+        await link.forward(
+            self._owe, HeldFetch(plan, ticket, arrival, first_sent=True), first, may_defer=False
+        )
 
     async def _read_size(self, reader: FrameReader) -> int | None:
         """The next frame's checked size, or None when the client closed between frames."""
@@ -628,7 +621,6 @@ class ClientConnection:
             body = memoryview(frame)[_SIZE_BYTES:]
             _, start = parse_response_header(body, header_version)
             first = decode(FetchResponse, body[start:], version)
-            ticket.shrink(self._services.pool, len(frame))
         response = await held.answer(ticket, reads, first)
         # The record's upstream time is that of the reads, not of the wait in the purgatory.
         received_s = trio.current_time() - ticket.held_ms / 1000

@@ -181,9 +181,10 @@ class Connection:
                 self._upstream.popleft()
                 self._optional -= 1
             return
-        if not isinstance(slot, Local | HeldFetch) or (
-            isinstance(slot, HeldFetch) and slot.first_sent
-        ):
+        if isinstance(slot, HeldFetch):
+            if slot.first_sent:
+                self._upstream.append((slot.plan.header.correlation_id, False))
+        elif not isinstance(slot, Local):
             self._upstream.append((slot.plan.header.correlation_id, False))
         self._owed.append(slot)
 

@@ -19,12 +19,15 @@
 # response pump deferred to the client before it waits.
 #
 # Concurrency without locks where possible: only the request pump adds to the ledger and it
-# marks the span from owing a slot to sending it (`forwarding`); the idle check (nothing
+# marks the span from owing a slot to sending it (`forward`); the idle check (nothing
 # awaited, nothing deferred) and the closing happen between checkpoints, at one instant. In
 # passthrough both pumps send, so sends take a lock there and nothing is deferred.
 """A client connection's own upstream connection: opened on need, closed when idle."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import trio
 
@@ -36,6 +39,8 @@ from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header
 
 __all__ = ["UpstreamLink"]
+
+_Slot = TypeVar("_Slot")
 
 _SIZE_BYTES = 4
 
@@ -78,7 +83,7 @@ class UpstreamLink:
         self._early: dict[int, bytearray] = {}
         self._send_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
-        self.forwarding = False
+        self._forwarding = False  # between owing a slot and sending its frame (forward)
 
     def bind(self, nursery: trio.Nursery) -> None:
         """Where the idle watch of each opened connection runs (the client connection's)."""
@@ -89,27 +94,53 @@ class UpstreamLink:
         """Whether the connection is open now (nothing is opened to find out)."""
         return self._stream is not None
 
-    async def stream(self) -> trio.abc.Stream:
-        """The upstream connection, opened now if there is none (first use, or closed idle).
+    async def open(self) -> None:
+        """Open the upstream connection if there is none (first use, or closed idle).
 
         Raises:
             UpstreamFailed: no address known, or none of them could be reached.
         """
-        stream = self._stream
-        if stream is None:
-            stream = self._stream = await self._connect()
-            self._reader = FrameReader(
-                stream, read_ahead=self._read_ahead, flush=self._flush_before_wait
-            )
-            self._out = StreamWriter(stream)
-            self._used_s = trio.current_time()
-            self._services.metrics.upstream_open.inc()
-            if self._idle_s and self._nursery is not None:
-                self._nursery.start_soon(self._close_when_idle, stream)
-        return stream
+        if self._stream is not None:
+            return
+        stream = self._stream = await self._connect()
+        self._reader = FrameReader(
+            stream, read_ahead=self._read_ahead, flush=self._flush_before_wait
+        )
+        self._out = StreamWriter(stream)
+        self._used_s = trio.current_time()
+        self._services.metrics.upstream_open.inc()
+        if self._idle_s and self._nursery is not None:
+            self._nursery.start_soon(self._close_when_idle, stream)
 
-    async def send(self, stream: trio.abc.Stream, frame: bytes | bytearray) -> None:
-        """Send ``frame`` upstream.
+    async def forward(
+        self,
+        owe: Callable[[_Slot], Awaitable[None]],
+        slot: _Slot,
+        frame: bytes | bytearray,
+        *,
+        may_defer: bool,
+    ) -> None:
+        """Open the connection, ``owe(slot)`` (which may wait for room), then send ``frame``,
+        or defer it when ``may_defer`` (the client's next frame is in hand) and there is room
+        in the batch. The connection is not closed for idleness in between.
+
+        Raises:
+            UpstreamFailed: it cannot be opened, or broke.
+        """
+        await self.open()
+        self._forwarding = True
+        await owe(slot)
+        out = self._out
+        assert out is not None
+        if may_defer and not self._shared_sends and out.has_room_for(frame):
+            self._used_s = trio.current_time()
+            out.defer(frame)  # goes with the next write
+        else:
+            await self.send(frame)
+        self._forwarding = False
+
+    async def send(self, frame: bytes | bytearray) -> None:
+        """Send ``frame`` on the open connection.
 
         Raises:
             UpstreamFailed: the connection broke (e.g. the broker closed it after an expired
@@ -117,7 +148,7 @@ class UpstreamLink:
         """
         self._used_s = trio.current_time()
         out = self._out
-        assert out is not None and stream is self._stream
+        assert out is not None
         try:
             if self._shared_sends:
                 async with self._send_lock:
@@ -125,19 +156,7 @@ class UpstreamLink:
             else:
                 await out.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
-            reason = str(error) or "closed by the broker"
-            raise UpstreamFailed(f"upstream connection broke while sending: {reason}") from None
-
-    def can_defer(self, frame: bytes | bytearray) -> bool:
-        """Whether ``frame`` may wait for the next write (never in passthrough)."""
-        out = self._out
-        return not self._shared_sends and out is not None and out.has_room_for(frame)
-
-    def defer(self, frame: bytes | bytearray) -> None:
-        """Queue ``frame`` to go with the next write (see the module header)."""
-        assert self._out is not None
-        self._used_s = trio.current_time()
-        self._out.defer(frame)
+            raise _broken(error) from None
 
     @property
     def pending_bytes(self) -> int:
@@ -151,8 +170,7 @@ class UpstreamLink:
             try:
                 await out.flush()
             except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
-                reason = str(error) or "closed by the broker"
-                raise UpstreamFailed(f"upstream connection broke while sending: {reason}") from None
+                raise _broken(error) from None
 
     def frame_in_hand(self) -> bool:
         """Whether the next upstream answer is already read (a batch is coming in)."""
@@ -191,10 +209,10 @@ class UpstreamLink:
     ) -> bytearray:
         """Send a request of the proxy's own after everything sent so far, and read its
         answer (from the response pump only: it is the connection's one reader)."""
-        stream = await self.stream()
+        await self.open()
         correlation_id = self._conn.expect_own_answer()
         header = RequestHeader(api_key, version, correlation_id, client_id)
-        await self.send(stream, framed(encode_request_header(header), body))
+        await self.send(framed(encode_request_header(header), body))
         return await self.answer(correlation_id)
 
     async def aclose(self) -> None:
@@ -211,7 +229,7 @@ class UpstreamLink:
             await trio.sleep_until(self._used_s + self._idle_s)
             if (
                 self._stream is stream
-                and not self.forwarding
+                and not self._forwarding
                 and not self.pending_bytes
                 and self._conn.upstream_idle
                 and trio.current_time() >= self._used_s + self._idle_s
@@ -236,3 +254,8 @@ class UpstreamLink:
                 connects.labels("failed").inc()
                 errors.append(str(error))
         raise UpstreamFailed("upstream unreachable (" + "; ".join(errors) + ")")
+
+
+def _broken(error: trio.BrokenResourceError | trio.ClosedResourceError) -> UpstreamFailed:
+    reason = str(error) or "closed by the broker"
+    return UpstreamFailed(f"upstream connection broke while sending: {reason}")

@@ -283,10 +283,7 @@ class HeldRequests:
         results = FetchResults()
         if first is not None:
             self._immediate.inc()
-            if first.error_code:  # the broker refused the whole fetch: pass it on
-                return error_response(first.error_code)
-            results = FetchResults.of(first)
-            self._learn(ticket, results)
+            results = self._take(ticket, first)
         elif ticket.ask_upstream:
             try:
                 results = await self._refetch(
@@ -296,8 +293,8 @@ class HeldRequests:
                 # Hold it like a fetch with nothing new: the client's next fetch tries again
                 # after max_wait, not at once in a loop while the broker is away.
                 log.debug("first look for broker %d failed: %s", ticket.node_id, error)
-            if results.error_code:  # the broker refused the whole fetch: pass it on
-                return error_response(results.error_code)
+        if results.error_code:  # the broker refused the whole fetch: pass it on
+            return error_response(results.error_code)
         now_ms = current_time_ms()
         patient = True
         while (
@@ -416,6 +413,11 @@ class HeldRequests:
             assert isinstance(answer, FetchResponse)
             response = answer
         (self._immediate if first else self._refetches).inc()
+        return self._take(ticket, response)
+
+    def _take(self, ticket: FetchTicket, response: FetchResponse) -> FetchResults:
+        """An upstream answer for ``ticket``: learnt from, and its lease traded for what the
+        answer really holds (released if the broker refused the whole fetch)."""
         if response.error_code:
             ticket.release()
             return FetchResults(error_code=response.error_code)
