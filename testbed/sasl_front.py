@@ -60,6 +60,7 @@ from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
 
 __all__ = [
     "ALL_MECHANISMS",
+    "TOPIC_AUTHORIZATION_FAILED",
     "AuditEntry",
     "CloseConnection",
     "ConnectionAudit",
@@ -68,6 +69,7 @@ __all__ = [
     "SaslSession",
     "SecureFront",
     "denied_fetch_answer",
+    "fetch_denied",
     "fetch_record_bytes",
 ]
 
@@ -258,24 +260,31 @@ def denied_fetch_answer(frame_body: bytes | bytearray | memoryview) -> bytes:
     version = header.api_version
     request = decode_request(ApiKey.FETCH, version, memoryview(frame_body)[start:])
     assert isinstance(request, FetchRequest)
-    topics = [
-        FetchableTopicResponse(
-            topic=topic.topic,
-            topic_id=topic.topic_id,
-            partitions=[
-                PartitionData(
-                    partition_index=partition.partition,
-                    error_code=TOPIC_AUTHORIZATION_FAILED,
-                    high_watermark=-1,
-                    records=b"",
-                )
-                for partition in topic.partitions
-            ],
-        )
-        for topic in request.topics
-    ]
-    body = encode(FetchResponse(responses=topics), version)
+    body = encode(fetch_denied(request), version)
     return _frame(header.correlation_id, ApiKey.FETCH, version, body)
+
+
+def fetch_denied(request: FetchRequest) -> FetchResponse:
+    """An ACL denial of ``request``: TOPIC_AUTHORIZATION_FAILED for every partition asked for
+    (also the scripted broker's, tests/support/scripted_broker.py)."""
+    return FetchResponse(
+        responses=[
+            FetchableTopicResponse(
+                topic=topic.topic,
+                topic_id=topic.topic_id,
+                partitions=[
+                    PartitionData(
+                        partition_index=partition.partition,
+                        error_code=TOPIC_AUTHORIZATION_FAILED,
+                        high_watermark=-1,
+                        records=b"",
+                    )
+                    for partition in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ]
+    )
 
 
 def fetch_record_bytes(version: int, answer: bytes | bytearray | memoryview) -> int:

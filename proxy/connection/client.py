@@ -113,7 +113,7 @@ from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "peer_name"]
 
 log = logging.getLogger("purgatory_proxy.connection.client")
 
@@ -156,7 +156,7 @@ class ClientConnection:
         self._client_out = StreamWriter(stream)  # the response pump's only
         self.node_id = node_id
         self.connection_id = connection_id
-        self.peer = _peer_name(stream)
+        self.peer = peer_name(stream)
         self.broker = "bootstrap" if node_id is None else str(node_id)
         self._observer = services.observer
         self._conn = Connection(_MAX_IN_FLIGHT)
@@ -673,7 +673,8 @@ def _correlation_id(frame: bytearray) -> int:
     return int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
 
 
-def _peer_name(stream: trio.abc.Stream) -> str:
+def peer_name(stream: trio.abc.Stream) -> str:
+    """The client's address for log lines ("?" when the stream has none), under any TLS."""
     while isinstance(stream, trio.SSLStream):
         stream = stream.transport_stream
     if not isinstance(stream, trio.SocketStream):

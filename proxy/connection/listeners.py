@@ -29,7 +29,7 @@ from typing import NoReturn, Protocol, cast
 
 import trio
 
-from proxy.connection.client import ClientConnection
+from proxy.connection.client import ClientConnection, peer_name
 from proxy.connection.services import ConnectionServices
 from proxy.errors import StartupError
 from proxy.metrics import Metrics
@@ -191,7 +191,7 @@ class Listeners:
                 listener="bootstrap" if node_id is None else f"broker {node_id}",
             )
         except TlsHandshakeFailed as error:
-            peer = _peer(stream)
+            peer = peer_name(stream)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             log.warning(
@@ -200,16 +200,6 @@ class Listeners:
             )  # fmt: skip
             return
         await ClientConnection(services, secured, node_id, next(self._connection_ids)).run()
-
-
-def _peer(stream: trio.abc.Stream) -> str:
-    if not isinstance(stream, trio.SocketStream):
-        return "?"
-    try:
-        host, port, *_ = stream.socket.getpeername()
-    except OSError:
-        return "?"
-    return str(Address(host, port))
 
 
 def bind_socket_listener(host: str, port: int) -> trio.SocketListener:

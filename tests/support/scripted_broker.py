@@ -39,6 +39,7 @@ import trio
 import trio.testing
 
 from proxy.routing import Address
+from testbed.sasl_front import TOPIC_AUTHORIZATION_FAILED, fetch_denied
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import Message, decode_request, encode
 from wire.framing import NEED_DATA, FrameDecoder, frame
@@ -86,7 +87,6 @@ BROKER = Address("broker-1", 9092)
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
-TOPIC_AUTHORIZATION_FAILED = 29
 SASL_AUTHENTICATION_FAILED = 58
 
 
@@ -253,7 +253,7 @@ class ScriptedBroker:
         elif api_key == ApiKey.FETCH:
             assert isinstance(request, FetchRequest)
             if session.principal in self.fetch_denied:
-                response = _denied(request)
+                response = fetch_denied(request)
             else:
                 response = await self._fetch(request)
             self.fetch_log.append(
@@ -382,28 +382,6 @@ class ScriptedBroker:
             for t in request.topics
             for p in t.partitions
         )
-
-
-def _denied(request: FetchRequest) -> FetchResponse:
-    """An ACL denial: TOPIC_AUTHORIZATION_FAILED for every partition asked for."""
-    return FetchResponse(
-        responses=[
-            FetchableTopicResponse(
-                topic=topic.topic,
-                topic_id=topic.topic_id,
-                partitions=[
-                    PartitionData(
-                        partition_index=p.partition,
-                        error_code=TOPIC_AUTHORIZATION_FAILED,
-                        high_watermark=-1,
-                        records=b"",
-                    )
-                    for p in topic.partitions
-                ],
-            )
-            for topic in request.topics
-        ]
-    )
 
 
 class ScriptedDialer:
