@@ -203,6 +203,30 @@ def _logged_in(address: str, sasl: ClientSasl) -> RawKafka:
     return raw
 
 
+def _produce_as_alice(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """``values`` to partition 0 of ``topic`` as alice (aiokafka, acks=all), in order."""
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", **_aiokafka_sasl(ALICE)
+        )
+        await producer.start()
+        try:
+            for value in values:
+                await producer.send_and_wait(topic, value, partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+
+
+def _leader_of(bootstrap: str, topic: str) -> str:
+    """The proxy port of ``topic``'s partition 0 leader, asked as alice."""
+    client = _logged_in(bootstrap, ALICE)
+    with client.sock:
+        return _leader(client, topic)
+
+
 def _leader(raw: RawKafka, topic: str) -> str:
     """HOST:PORT of partition 0's leader as the proxy advertises it."""
     request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
@@ -425,22 +449,8 @@ def test_bob_is_denied_a_partition_alice_just_read_through_the_same_proxy(
     bootstrap = gateway.proxy.bootstrap
     topic = _create_topic(bootstrap, ALICE, "passthrough-acl")
     sent = [f"secret-{i}".encode() for i in range(10)]
-
-    async def produce() -> None:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", **_aiokafka_sasl(ALICE)
-        )
-        await producer.start()
-        try:
-            for value in sent:
-                await producer.send_and_wait(topic, value, partition=0)
-        finally:
-            await producer.stop()
-
-    asyncio.run(produce())
-    alice_bootstrap = _logged_in(bootstrap, ALICE)
-    with alice_bootstrap.sock:
-        leader = _leader(alice_bootstrap, topic)
+    _produce_as_alice(bootstrap, topic, sent)
+    leader = _leader_of(bootstrap, topic)
     alice = _logged_in(leader, ALICE)
     with alice.sock:
         # Alice reads the partition (sessionless, then in a fetch session the proxy keeps).
@@ -539,22 +549,8 @@ def test_past_the_session_lifetime_without_reauthentication_nothing_comes_from_p
         bootstrap = gateway.proxy.bootstrap
         topic = _create_topic(bootstrap, ALICE, "passthrough-expiry")
         sent = [f"before-expiry-{i}".encode() for i in range(5)]
-
-        async def produce() -> None:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=bootstrap, acks="all", **_aiokafka_sasl(ALICE)
-            )
-            await producer.start()
-            try:
-                for value in sent:
-                    await producer.send_and_wait(topic, value, partition=0)
-            finally:
-                await producer.stop()
-
-        asyncio.run(produce())
-        first = _logged_in(bootstrap, ALICE)
-        with first.sock:
-            leader = _leader(first, topic)
+        _produce_as_alice(bootstrap, topic, sent)
+        leader = _leader_of(bootstrap, topic)
         alice = _logged_in(leader, ALICE)
         with alice.sock:
             assert _values(_fetch(alice, topic)) == sent
