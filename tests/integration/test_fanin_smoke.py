@@ -14,23 +14,14 @@ before every run); here ``--self-check`` must pass and name every check.
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_run import run_bench
+
 N = 3
 
 
 def _fanin(*args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.fanin", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done
+    return run_bench("fanin", *args)
 
 
 def _table(markdown: str, header_start: str) -> list[list[str]]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_run import run_bench
+
 ROUTES = ("direct", "purgatory-proxy", "tansu-proxy")
 #: bench.throughput's SMOKE config: (phase, record bytes) cells and the one offered load.
 CELLS = [("produce", 100), ("consume", 100), ("produce", 1024), ("consume", 1024),
@@ -27,15 +27,7 @@ LATENCY_S = 1.0
 
 
 def _bench(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.throughput", "--smoke", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done
+    return run_bench("throughput", "--smoke", *args)
 
 
 def test_throughput_benchmark_runs_end_to_end(tmp_path: Path) -> None:
