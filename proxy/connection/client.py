@@ -73,7 +73,7 @@ from proxy.connection.state import (
     Slot,
     Unanswered,
 )
-from proxy.connection.upstream_link import UpstreamLink
+from proxy.connection.upstream_link import UpstreamLink, answered_id
 from proxy.error_peek import peek_error_code
 from proxy.errors import (
     AuthenticationFailed,
@@ -577,7 +577,7 @@ class ClientConnection:
         correlation_id = slot.plan.header.correlation_id
         timeout_ms = slot.produced.timeout_ms
         ready = self._upstream.peek()
-        if timeout_ms <= 0 or (ready is not None and _correlation_id(ready) == correlation_id):
+        if timeout_ms <= 0 or (ready is not None and answered_id(ready) == correlation_id):
             # Already answered (pipelined answers come in batches): nothing to hold, no
             # deadline to move (a purgatory entry and two deadline moves cost ~12 µs).
             await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
@@ -666,11 +666,6 @@ class ClientConnection:
                 trio.current_time(),
             )
         )
-
-
-def _correlation_id(frame: bytearray) -> int:
-    """The correlation id of a response frame (size prefix included)."""
-    return int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
 
 
 def peer_name(stream: trio.abc.Stream) -> str:

@@ -38,7 +38,7 @@ from proxy.framed import Flushable, FrameReader, PeerClosed, StreamWriter
 from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header
 
-__all__ = ["UpstreamLink"]
+__all__ = ["UpstreamLink", "answered_id"]
 
 _Slot = TypeVar("_Slot")
 
@@ -198,7 +198,7 @@ class UpstreamLink:
                 frame = await reader.next_frame()
             except PeerClosed:
                 raise UpstreamFailed("upstream broker closed the connection") from None
-            answered = int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
+            answered = answered_id(frame)
             if conn.upstream_answer(answered):
                 if answered == correlation_id:
                     return frame
@@ -259,3 +259,8 @@ class UpstreamLink:
 def _broken(error: trio.BrokenResourceError | trio.ClosedResourceError) -> UpstreamFailed:
     reason = str(error) or "closed by the broker"
     return UpstreamFailed(f"upstream connection broke while sending: {reason}")
+
+
+def answered_id(frame: bytearray) -> int:
+    """The correlation id a response frame (size prefix included) answers."""
+    return int.from_bytes(frame[_SIZE_BYTES : _SIZE_BYTES + 4], "big", signed=True)
