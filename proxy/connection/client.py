@@ -16,10 +16,12 @@
 # Held requests (proxy/held/service.py; off with [fetch] hold = false):
 #   - a Fetch on a broker port is answered by the proxy: the request pump applies it to the
 #     proxy's fetch session; the response pump, in turn, has HeldRequests.answer look upstream
-#     if needed, hold the fetch in the purgatory, and build the response. With the proxy's
-#     identity those reads go on the proxy's shared channels, so a consumer that only fetches
-#     needs no upstream connection of its own: it is opened on need and closed when idle
-#     (proxy/connection/upstream_link.py).
+#     if needed, hold the fetch in the purgatory, and build the response. A fetch the proxy
+#     knows has nothing new (an idle consumer's) enters the purgatory from the request pump
+#     and the response pump is woken only when it is done: one task hand-off per idle cycle.
+#     With the proxy's identity the upstream reads go on the proxy's shared channels, so a
+#     consumer that only fetches needs no upstream connection of its own: it is opened on need
+#     and closed when idle (proxy/connection/upstream_link.py).
 #   - a Produce with acks=1/all waits for its answer at most its timeout_ms: the response pump
 #     reads the answer under its own cancel scope whose deadline is the produce's, and the
 #     DelayedProduce in the produce purgatory is completed or expired accordingly. On expiry
@@ -213,7 +215,7 @@ class ClientConnection:
             log.exception("internal error on client connection %s; closing it", self)
         finally:
             for ticket in self._tickets:
-                ticket.release()
+                ticket.abandon()
             if self._held_answer is not None:
                 self._held_answer.operation.force_complete()
             with trio.CancelScope(shield=True):
@@ -368,14 +370,15 @@ class ClientConnection:
         known = self._services.api_versions.answer(self.node_id, plan.header, trio.current_time())
         return plan if known is None else LocalAnswer(plan.correlation_id, known)
 
-    async def _owe(self, slot: Slot | Unanswered) -> None:
-        """Queue ``slot`` for the response pump, waiting while the client owes too many."""
+    async def _owe(self, slot: Slot | Unanswered, *, wake: bool = True) -> None:
+        """Queue ``slot`` for the response pump, waiting while the client owes too many.
+        ``wake=False``: something else wakes the pump when the slot can be answered."""
         conn = self._conn
         while not conn.has_room:
             await self._upstream.flush()  # the answers that make room need them
             await self._room_lot.park()
         conn.owe(slot)
-        if self._owed_lot:  # the response pump waits for it (unpark alone costs ~1 µs)
+        if wake and self._owed_lot:  # the pump waits for it (unpark alone costs ~1 µs)
             self._owed_lot.unpark()
 
     def _fetch_ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
@@ -413,8 +416,16 @@ class ClientConnection:
         link, held = self._upstream, self._held
         assert held is not None
         await link.flush()
-        await self._fetch_turn.acquire()
+        try:  # (acquire() takes a trip through the scheduler even when the turn is free)
+            self._fetch_turn.acquire_nowait()
+        except trio.WouldBlock:
+            await self._fetch_turn.acquire()
         self._tickets.add(ticket)
+        if ticket.nothing_new and held.hold_now(ticket, self._owed_lot):
+            # Held already: the response pump is woken by the end of the hold, not now.
+            arrival = Arrival(arrival_s, ts, muted_s, request_bytes, trio.current_time())
+            await self._owe(HeldFetch(plan, ticket, arrival), wake=False)
+            return
         first: bytes | None = None
         if ticket.ask_upstream and link.is_open and not self._auth.passthrough:
             pool = self._services.pool

@@ -1,7 +1,10 @@
 # Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce.
 #
 # Both are synchronous state checks over data the proxy already has (proxy/held/partition_state.py);
-# neither ever awaits (the purgatory's contract). Whoever holds one awaits its `done` event.
+# neither ever awaits (the purgatory's contract). Whoever holds a DelayedFetch awaits `wait()`.
+# Its completion unparks a ParkingLot the holder may share: a client connection passes the lot
+# its response pump parks on, so a fetch held from the request pump wakes that pump once, when
+# it is done, and no Event is built per fetch (proxy/connection/client.py).
 #
 # - DelayedFetch watches its partitions. It completes when one of them has something the client
 #   has not seen: the readable end passed the offset the last fetch reached, an error, or a
@@ -35,9 +38,10 @@ class DelayedFetch(DelayedOperation):
         reached: per partition (canonical key), the offset the client's view already covers:
             the fetch completes once a partition's readable end passes it.
         isolation_level: the fetch's (read_committed reads up to the last stable offset).
+        wake: unparked (all of it) on completion; by default a lot of its own.
     """
 
-    __slots__ = ("_isolation_level", "_reached", "_states", "done", "expired")
+    __slots__ = ("_isolation_level", "_reached", "_states", "_wake", "expired")
 
     def __init__(
         self,
@@ -45,13 +49,20 @@ class DelayedFetch(DelayedOperation):
         states: PartitionStates,
         reached: list[tuple[PartitionKey, int]],
         isolation_level: int,
+        wake: trio.lowlevel.ParkingLot | None = None,
     ) -> None:
         super().__init__(delay_ms)
         self._states = states
         self._reached = reached
         self._isolation_level = isolation_level
-        self.done = trio.Event()
+        self._wake = trio.lowlevel.ParkingLot() if wake is None else wake
         self.expired = False
+
+    async def wait(self) -> None:
+        """Return once the operation is completed (at once, without a checkpoint, if it is).
+        A shared lot may wake this for others' reasons: it parks again until completed."""
+        while not self._completed:
+            await self._wake.park()
 
     @property
     def keys(self) -> list[PartitionKey]:
@@ -68,7 +79,8 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
-        self.done.set()
+        if self._wake:
+            self._wake.unpark_all()
 
     def on_expiration(self) -> None:
         self.expired = True

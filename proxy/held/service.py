@@ -86,8 +86,11 @@ class FetchTicket:
         deadline_ms: arrival + max_wait_ms, on the purgatory's clock.
         ask_upstream: an immediate fetch must go upstream (False: the proxy knows there is
             nothing new, or the context is a session error).
+        nothing_new: the proxy knows there is nothing new for it and it may wait: it can
+            enter the purgatory at once (``HeldRequests.hold_now``).
         lease: the pool memory reserved for the upstream answer the response is built from.
         held_ms: time spent in the purgatory so far.
+        hold: its wait in the purgatory, entered by ``hold_now`` and not yet awaited.
     """
 
     request: FetchRequest
@@ -96,14 +99,24 @@ class FetchTicket:
     context: FetchContext
     deadline_ms: int
     ask_upstream: bool
+    nothing_new: bool = False
     lease: Lease | None = None
     held_ms: float = 0.0
     expired: bool = False
+    hold: DelayedFetch | None = None
+    hold_started_s: float = 0.0
 
     def release(self) -> None:
         lease, self.lease = self.lease, None
         if lease is not None and not lease.released:
             lease.release()
+
+    def abandon(self) -> None:
+        """Its connection ended: return its memory, take its wait out of the purgatory."""
+        self.release()
+        hold, self.hold = self.hold, None
+        if hold is not None:
+            hold.force_complete()
 
     def shrink(self, pool: MemoryPool, size_bytes: int) -> None:
         """Trade the response budget for what the answer really takes, now that it is read:
@@ -228,12 +241,11 @@ class HeldRequests:
         ticket = FetchTicket(
             request, version, node_id, context, now_ms + max(request.max_wait_ms, 0), True
         )
-        if (
-            context.kind is ContextKind.ERROR
-            or not context.partitions  # answered at once, with nothing (Kafka does the same)
-            or (request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms, known))
-        ):
+        if context.kind is ContextKind.ERROR or not context.partitions:
+            ticket.ask_upstream = False  # answered at once, with nothing (Kafka does the same)
+        elif request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms, known):
             ticket.ask_upstream = False
+            ticket.nothing_new = True
         return ticket
 
     def _nothing_new(
@@ -246,6 +258,40 @@ class HeldRequests:
             and states.nothing_new(canonical(key, names), cached.fetch_offset, isolation, now_ms)
             for key, cached in ticket.context.partitions.items()
         )
+
+    def hold_now(self, ticket: FetchTicket, wake: trio.lowlevel.ParkingLot) -> bool:
+        """Enter the purgatory at once with a fetch the proxy knows has nothing new (True:
+        it waits; False: news came in the meantime, ``answer`` re-fetches as usual).
+
+        The client connection calls this from its request pump, and completion unparks
+        ``wake`` (its response pump's lot): an idle consumer's fetch then costs its response
+        pump one wake-up, when the fetch is done, instead of one to start the hold and one to
+        end it. ``answer`` awaits the hold (``ticket.hold``).
+        """
+        operation = self._new_hold(ticket, current_time_ms(), wake)
+        if operation is None:
+            return False
+        ticket.hold, ticket.hold_started_s = operation, trio.current_time()
+        return True
+
+    def _new_hold(
+        self, ticket: FetchTicket, now_ms: int, wake: trio.lowlevel.ParkingLot | None = None
+    ) -> DelayedFetch | None:
+        """A wait in the purgatory for ``ticket`` until news or its deadline, registered
+        (None: it completed at once)."""
+        isolation = ticket.request.isolation_level
+        operation = DelayedFetch(
+            ticket.deadline_ms - now_ms,
+            self.states,
+            reached_offsets(ticket.context, self.states, self.names, isolation),
+            isolation,
+            wake,
+        )
+        keys = operation.keys
+        if self.fetches.try_complete_else_watch(operation, keys, now_ms):
+            return None
+        self._watcher(ticket.node_id).want(keys, ticket.deadline_ms)
+        return operation
 
     def immediate_request(
         self, ticket: FetchTicket, max_wait_ms: int | None = None
@@ -297,7 +343,7 @@ class HeldRequests:
             return error_response(results.error_code)
         now_ms = current_time_ms()
         patient = True
-        while (
+        while ticket.hold is not None or (  # (already held: see hold_now)
             now_ms < ticket.deadline_ms
             and context.partitions
             and not satisfied(results, request.min_bytes)
@@ -325,20 +371,16 @@ class HeldRequests:
 
     async def _hold(self, ticket: FetchTicket, now_ms: int) -> bool:
         """Wait in the purgatory until a partition has news (True) or the deadline (False)."""
-        operation = DelayedFetch(
-            ticket.deadline_ms - now_ms,
-            self.states,
-            reached_offsets(
-                ticket.context, self.states, self.names, ticket.request.isolation_level
-            ),
-            ticket.request.isolation_level,
-        )
-        keys = operation.keys
-        started_s = trio.current_time()
+        operation, ticket.hold = ticket.hold, None
+        if operation is not None:  # entered from the request pump (hold_now)
+            started_s = ticket.hold_started_s
+        else:
+            started_s = trio.current_time()
+            operation = self._new_hold(ticket, now_ms)
+            if operation is None:
+                return True
         try:
-            if not self.fetches.try_complete_else_watch(operation, keys, now_ms):
-                self._watcher(ticket.node_id).want(keys, ticket.deadline_ms)
-                await operation.done.wait()
+            await operation.wait()
         finally:
             # A connection that dies while its fetch waits leaves nothing in the purgatory.
             if not operation.is_completed:

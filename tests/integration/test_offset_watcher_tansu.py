@@ -147,7 +147,7 @@ async def test_records_produced_behind_the_proxy_wake_a_held_fetch_through_list_
         assert await trio.to_thread.run_sync(_produce, kafka_broker.bootstrap, topic) == 0
         produced_s = trio.current_time()
         with trio.fail_after(5):
-            await held.done.wait()
+            await held.wait()
         assert trio.current_time() - produced_s < 1.0  # about one interval, not the 30 s deadline
         assert not held.expired and not other.is_completed
         assert purgatory.checked == [p0]  # only the partition that moved

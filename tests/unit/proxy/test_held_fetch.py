@@ -94,7 +94,7 @@ async def test_fetch_woken_by_data_in_the_tick_its_deadline_passes_completes_onc
         await trio.sleep_until((start_ms + 100) / 1000)  # the deadline's own tick
         states.learn(("t", 0), 6, 6, 0, 0)  # and data arrives in it
         purgatory.check_and_complete(("t", 0))
-        await operation.done.wait()
+        await operation.wait()
         await trio.sleep(1)  # nothing else may fire later
         nursery.cancel_scope.cancel()
     stats = purgatory.statistics()
@@ -113,7 +113,7 @@ async def test_fetch_completes_on_new_data_stale_mark_or_error_not_on_old_data()
     assert purgatory.check_and_complete(("t", 0)) == 0
     states.invalidate(("t", 0))  # a produce through the proxy
     assert purgatory.check_and_complete(("t", 0)) == 1
-    assert waiting.done.is_set() and not waiting.expired
+    assert waiting.is_completed and not waiting.expired
 
     states.learn(("t", 0), 9, 9, 0, 0)
     erroring = DelayedFetch(1000, states, [(("t", 0), 9)], 0)

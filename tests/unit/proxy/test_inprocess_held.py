@@ -10,6 +10,7 @@ import trio.testing
 from tests.support.inprocess import proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
 from wire.apis import ApiKey
+from wire.messages.api_versions_request import ApiVersionsRequest
 
 
 async def test_an_empty_long_poll_is_answered_at_max_wait_with_nothing(
@@ -101,3 +102,69 @@ async def test_data_written_behind_the_proxy_wakes_the_held_fetch_through_the_wa
         assert bytes(response.responses[0].partitions[0].records) == b"behind"
         watcher_polls = [t for api, t in broker.requests if api == ApiKey.FETCH]
         assert len(watcher_polls) >= 3  # first look, watcher poll, re-fetch
+
+
+class _ResponsePumpWakeups(trio.abc.Instrument):
+    """Counts how often client connections' response pumps (their only task started by
+    ``_guard``; the request pump runs in the connection's own task) are scheduled to run."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("ClientConnection._guard"):
+            self.count += 1
+
+
+async def test_an_idle_long_poll_wakes_the_response_pump_only_when_it_is_done(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A fetch the proxy knows has nothing new enters the purgatory from the request pump;
+    the response pump runs once, to send the answer (not also to start the hold)."""
+    broker = broker_with_topic()
+    async with proxy_in_process(broker) as proxy:
+        consumer = await proxy.client()
+        await consumer.send(fetch(max_wait_ms=500), 12)
+        await consumer.receive()  # the first look taught the proxy the partition's end
+        held = proxy.running.services.held
+        assert held is not None
+        expired = held.fetches.statistics().expired
+        wakeups = _ResponsePumpWakeups()
+        trio.lowlevel.add_instrument(wakeups)
+        try:
+            sent = trio.current_time()
+            await consumer.send(fetch(max_wait_ms=500), 12)
+            await trio.sleep(0.1)
+            assert (wakeups.count, held.fetches.statistics().pending) == (0, 1)
+            _, response, at = await consumer.receive()
+        finally:
+            trio.lowlevel.remove_instrument(wakeups)
+        assert 0.5 <= round(at - sent, 6) <= 0.501
+        assert not response.responses[0].partitions[0].records
+        assert held.fetches.statistics().expired == expired + 1
+        # Once for the end of the hold, and twice for the checkpoints trio's memory stream
+        # takes in send_all (a socket is written without them: proxy/framed.py).
+        assert wakeups.count == 1 + 2
+
+
+async def test_a_fetch_held_from_the_request_pump_keeps_the_response_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A request sent behind an idle long-poll is answered after it, and a produce through
+    the proxy still wakes it at once."""
+    broker = broker_with_topic()
+    async with proxy_in_process(broker) as proxy:
+        consumer, producer = await proxy.client(), await proxy.client()
+        await consumer.send(fetch(max_wait_ms=500), 12)
+        await consumer.receive()
+        sent = trio.current_time()
+        fetch_id = await consumer.send(fetch(max_wait_ms=5000), 12)
+        behind_id = await consumer.send(ApiVersionsRequest(), 3)
+        await trio.sleep(0.3)
+        await producer.send(produce(acks=1, records=b"new"), 9)
+        await producer.receive()
+        first_id, response, at = await consumer.receive()
+        second_id, _, _ = await consumer.receive()
+        assert (first_id, second_id) == (fetch_id, behind_id)
+        assert round(at - sent, 6) == 0.3
+        assert bytes(response.responses[0].partitions[0].records) == b"new"

@@ -152,7 +152,7 @@ async def test_an_end_moved_behind_the_proxy_wakes_the_held_fetch(
         assert w.purgatory.checked == []
         w.broker.append("t", 0, b"behind")  # another client of the cluster
         with trio.fail_after(1):
-            await on_p0.done.wait()
+            await on_p0.wait()
         assert round(trio.current_time(), 6) == 0.3  # the next poll after the append
         assert not on_p0.expired and not on_p1.is_completed
         assert w.purgatory.checked == [P0]  # only the partition that moved
@@ -170,7 +170,7 @@ async def test_the_first_answer_wakes_when_records_landed_since_the_fetch(
         w.learn(P0, 3)  # a client fetch saw 3; two records landed since
         operation = w.hold(P0)
         with trio.fail_after(1):
-            await operation.done.wait()
+            await operation.wait()
         assert trio.current_time() == 0.0
         assert w.purgatory.checked == [P0]
 
@@ -263,7 +263,7 @@ async def test_a_failed_poll_uncovers_and_retries_after_a_pause(
         await trio.sleep(0.1)
         assert state.watched_until_ms == -1  # fetches must ask the broker meanwhile
         with trio.fail_after(2):
-            await operation.done.wait()
+            await operation.wait()
         # Polls at 0 and 0.1 (broken), 0.6 (broken), 1.1 answered: the move is news.
         assert w.polls()[:4] == [0.0, 0.1, 0.6, 1.1]
         assert round(trio.current_time(), 6) == 1.1
