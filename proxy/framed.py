@@ -23,7 +23,10 @@
 # request per frame was a scheduler round per syscall; here a frame that is already in hand
 # costs no round trip through the scheduler, and a checkpoint is taken every
 # `_FRAMES_PER_CHECKPOINT` frames read without waiting, so a connection that always has data
-# neither starves the others nor escapes cancellation.
+# neither starves the others nor escapes cancellation. A read that returned less than it asked
+# for emptied the socket: the next one waits for readability first instead of trying (an idle
+# long-poller's next request is never there yet, and the failed read was a syscall and an
+# exception per request).
 #
 # Batching: a pump that has the next frame in hand already (`FrameReader.frame_in_hand`) may
 # `defer` what it would write, so N pipelined frames cost one writev instead of N writes (a
@@ -158,6 +161,7 @@ class FrameReader:
 
     __slots__ = (
         "_decoder",
+        "_drained",
         "_flush",
         "_read_ahead",
         "_ready",
@@ -184,6 +188,7 @@ class FrameReader:
         self._timeouts = timeouts
         self._flush = flush
         self._unyielded = 0
+        self._drained = False  # the last read emptied the socket (see Strategy)
 
     def frame_in_hand(self) -> bool:
         """Whether the next frame is already complete here (``next_frame`` would not read)."""
@@ -318,14 +323,18 @@ class FrameReader:
             if timeouts is not None:
                 timeouts.arm(timeouts.idle_s if idle else timeouts.frame_s)
             return await self._stream.receive_some(max_bytes)
+        if self._drained:
+            await self._wait(idle)
         while True:
             try:
-                return os.read(_fd(socket), max_bytes)
+                chunk = os.read(_fd(socket), max_bytes)
             except BlockingIOError:
-                pass
+                await self._wait(idle)
+                continue
             except OSError as error:  # the stream would translate this; we read its socket
                 raise trio.BrokenResourceError(f"socket failed: {error}") from error
-            await self._wait(idle)
+            self._drained = len(chunk) < max_bytes
+            return chunk
 
     async def _receive_into(self, buffer: memoryview) -> int:
         socket = self._socket
@@ -337,14 +346,18 @@ class FrameReader:
             chunk = await self._stream.receive_some(len(buffer))
             buffer[: len(chunk)] = chunk
             return len(chunk)
+        if self._drained:
+            await self._wait(idle=False)
         while True:
             try:
-                return os.readv(_fd(socket), (buffer,))
+                received = os.readv(_fd(socket), (buffer,))
             except BlockingIOError:
-                pass
+                await self._wait(idle=False)
+                continue
             except OSError as error:
                 raise trio.BrokenResourceError(f"socket failed: {error}") from error
-            await self._wait(idle=False)
+            self._drained = received < len(buffer)
+            return received
 
 
 #: Deferred writes (StreamWriter.defer) per writer: at most this many bytes and frames.
