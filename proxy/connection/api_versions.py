@@ -19,12 +19,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from wire.apis import ApiKey, response_header_version
-from wire.codec import encode
+from wire.codec import decode, encode
 from wire.framing import frame
 from wire.headers import RequestHeader, ResponseHeader, encode_response_header
 from wire.messages import ApiVersionsResponse
 
 __all__ = ["KnownApiVersions"]
+
+_SIZE_AND_CORRELATION_ID_BYTES = 8
 
 
 class KnownApiVersions:
@@ -41,9 +43,14 @@ class KnownApiVersions:
         if response.error_code == 0:
             self._answers[node_id] = (now_s, replace(response, throttle_time_ms=0))
 
-    def wants(self, node_id: int | None, now_s: float) -> bool:
-        """Whether a forwarded answer for ``node_id`` should be kept (none, or too old)."""
-        return self._fresh(node_id, now_s) is None
+    def keep(
+        self, node_id: int | None, frame: bytes | bytearray, version: int, now_s: float
+    ) -> None:
+        """Keep a forwarded answer (the whole frame, as sent) unless a fresh one is kept.
+        (Its response header is v0 at every version, KIP-511: the correlation id alone.)"""
+        if self._fresh(node_id, now_s) is None:
+            body = memoryview(frame)[_SIZE_AND_CORRELATION_ID_BYTES:]
+            self.learn(node_id, decode(ApiVersionsResponse, body, version), now_s)
 
     def answer(self, node_id: int | None, header: RequestHeader, now_s: float) -> bytes | None:
         """The whole response frame for this ApiVersions request, or None: forward it."""

@@ -14,14 +14,11 @@
 # are owed nothing (Kafka sends no response; an answer Tansu sends anyway is skipped).
 #
 # Held requests (proxy/held/service.py; off with [fetch] hold = false):
-#   - a Fetch on a broker port is answered by the proxy: the request pump applies it to the
-#     proxy's fetch session; the response pump, in turn, has HeldRequests.answer look upstream
-#     if needed, hold the fetch in the purgatory, and build the response. A fetch the proxy
-#     knows has nothing new (an idle consumer's) enters the purgatory from the request pump
-#     and the response pump is woken only when it is done: one task hand-off per idle cycle.
-#     With the proxy's identity the upstream reads go on the proxy's shared channels, so a
-#     consumer that only fetches needs no upstream connection of its own: it is opened on need
-#     and closed when idle (proxy/connection/upstream_link.py).
+#   - a Fetch on a broker port is answered by the proxy: proxy/connection/fetches.py is the
+#     connection's side of it (the request pump starts it, the response pump writes the
+#     answer). With the proxy's identity its upstream reads go on the proxy's shared channels,
+#     so a consumer that only fetches needs no upstream connection of its own: it is opened on
+#     need and closed when idle (proxy/connection/upstream_link.py).
 #   - a Produce with acks=1/all waits for its answer at most its timeout_ms: the response pump
 #     reads the answer under its own cancel scope whose deadline is the produce's, and the
 #     DelayedProduce in the produce purgatory is completed or expired accordingly. On expiry
@@ -31,9 +28,7 @@
 # client_auth = "passthrough" (issue 16): the upstream connection is opened without the proxy's
 # SASL and carries the client's own SaslHandshake / SaslAuthenticate. Nothing is held or
 # answered from the proxy's state until the cluster has accepted the client
-# (proxy/connection/client_auth.py). A held fetch's reads then go on this connection
-# (proxy/connection/own_reads.py), so every record the client receives was fetched with its
-# identity.
+# (proxy/connection/client_auth.py); a held fetch's reads then go on this connection.
 #
 # Sockets (proxy/framed.py): reads bring up to _READ_AHEAD bytes at once; a pump defers its
 # write while the next frame is already in hand, so a pipelined batch goes out with one writev
@@ -60,7 +55,7 @@ from dataclasses import dataclass
 import trio
 
 from proxy.connection.client_auth import ClientAuthentication
-from proxy.connection.own_reads import OwnReads
+from proxy.connection.fetches import ClientFetches
 from proxy.connection.records import request_record
 from proxy.connection.services import ConnectionServices
 from proxy.connection.state import (
@@ -92,28 +87,17 @@ from proxy.held.service import FetchTicket
 from proxy.rewrite import (
     LocalAnswer,
     RequestPlan,
-    advertise_node_endpoints,
     plan_request,
     produce_timed_out,
     rewrite_response,
 )
 from proxy.routing import Address
-from wire.apis import ApiKey, response_header_version
-from wire.codec import decode, encode, encode_parts
+from wire.apis import ApiKey
 from wire.errors import WireError
-from wire.framing import frame as framed
 from wire.framing import size_prefix
 from wire.headers import (
-    ResponseHeader,
-    encode_request_header,
-    encode_response_header,
-    parse_response_header,
     peek_request_header,
 )
-from wire.messages.api_versions_response import ApiVersionsResponse
-from wire.messages.fetch_request import FetchRequest
-from wire.messages.fetch_response import FetchResponse
-from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
 __all__ = ["ClientConnection", "peer_name"]
 
@@ -126,7 +110,6 @@ _MIN_REQUEST_BYTES = 8
 #: pipelines without reading its answers is back-pressured here instead of growing a queue.
 _MAX_IN_FLIGHT = 1024
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
-_CORRELATION_ID_BYTES = 4
 #: Bytes one receive may bring past the piece being read (proxy/framed.py): small pipelined
 #: frames come several per receive; what a client sends this way is held before its pool
 #: reservation, at most this much per connection.
@@ -163,9 +146,6 @@ class ClientConnection:
         self._observer = services.observer
         self._conn = Connection(_MAX_IN_FLIGHT)
         self._auth = ClientAuthentication(services.passthrough)
-        # Passthrough: the partitions (as the client names them) this connection has fetched
-        # itself, the only ones its fetches may be answered about from the proxy's knowledge.
-        self._known: set[tuple[object, int]] | None = set() if services.passthrough else None
         self._upstream = UpstreamLink(
             services,
             node_id,
@@ -179,9 +159,16 @@ class ClientConnection:
         # Held fetches and produces; fetches only on broker ports (a bootstrap connection may
         # reach any broker, and sessions belong to one).
         self._held = services.held
-        self._hold_fetches = services.held is not None and node_id is not None
-        self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
-        self._fetch_turn = trio.Semaphore(1)
+        self._fetches: ClientFetches | None = None
+        if services.held is not None and node_id is not None:
+            self._fetches = ClientFetches(
+                services.held,
+                services.pool,
+                services.brokers,
+                self._upstream,
+                self._owed_lot,
+                passthrough=services.passthrough,
+            )
         self._answer_wait = trio.CancelScope()
         self._held_answer: _HeldAnswer | None = None
 
@@ -214,8 +201,8 @@ class ClientConnection:
             internal = True
             log.exception("internal error on client connection %s; closing it", self)
         finally:
-            for ticket in self._tickets:
-                ticket.abandon()
+            if self._fetches is not None:
+                self._fetches.abandon()
             if self._held_answer is not None:
                 self._held_answer.operation.force_complete()
             with trio.CancelScope(shield=True):
@@ -352,8 +339,9 @@ class ClientConnection:
                             continue
                         del frame, body
                     # A fetch the proxy answers itself; the request's memory is free again.
-                    await self._start_fetch(plan, ticket, arrival_s, ts, muted_s,
-                                            request_bytes)  # fmt: skip
+                    assert self._fetches is not None
+                    arrival = Arrival(arrival_s, ts, muted_s, request_bytes, arrival_s)
+                    await self._fetches.start(plan, ticket, arrival, self._owe)
         finally:
             self._conn.end_requests()
             self._owed_lot.unpark_all()
@@ -383,69 +371,10 @@ class ClientConnection:
 
     def _fetch_ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
         """A Fetch this connection holds in the proxy (None: forward the request as it is)."""
-        if not self._hold_fetches or plan.header.api_key != ApiKey.FETCH:
+        if self._fetches is None or plan.header.api_key != ApiKey.FETCH:
             return None
-        assert self._held is not None and self.node_id is not None
-        version = plan.header.api_version
-        request = decode(FetchRequest, body[plan.body_offset :], version)
-        if request.replica_id >= 0:
-            return None  # a follower's fetch: not a client's, not ours to hold
-        return self._held.plan(self.node_id, request, version, self._known)
-
-    async def _start_fetch(
-        self,
-        plan: RequestPlan,
-        ticket: FetchTicket,
-        arrival_s: float,
-        ts: float,
-        muted_s: float,
-        request_bytes: int,
-    ) -> None:
-        """Owe a held fetch's slot; the response pump does the rest (HeldRequests.answer).
-
-        An active consumer (its upstream connection is open: it did more than fetch lately)
-        gets its first look sent right here, in request order on that connection, like a
-        forwarded request: one task hand-off fewer than a read on the shared channels, which
-        is what consuming at full speed pays per fetch. Its response budget comes from the
-        pool first (KIP-72), which may mute this connection. An idle consumer's first looks
-        go on the shared channels, so its connection is left to close.
-        """
-        # One fetch at a time: a client that pipelines fetches and never reads the answers
-        # waits here (TCP back-pressure) instead of holding response budgets of the pool.
-        # What was deferred goes first: the answer this may wait for can need it.
-        link, held = self._upstream, self._held
-        assert held is not None
-        await link.flush()
-        try:  # (acquire() takes a trip through the scheduler even when the turn is free)
-            self._fetch_turn.acquire_nowait()
-        except trio.WouldBlock:
-            await self._fetch_turn.acquire()
-        self._tickets.add(ticket)
-        if ticket.nothing_new and held.hold_now(ticket, self._owed_lot):
-            # Held already: the response pump is woken by the end of the hold, not now.
-            arrival = Arrival(arrival_s, ts, muted_s, request_bytes, trio.current_time())
-            await self._owe(HeldFetch(plan, ticket, arrival), wake=False)
-            return
-        first: bytes | None = None
-        if ticket.ask_upstream and link.is_open and not self._auth.passthrough:
-            pool = self._services.pool
-            lease = pool.try_allocate(held.response_max_bytes)
-            if lease is None:
-                parked_s = trio.current_time()
-                lease = await pool.allocate(held.response_max_bytes)
-                muted_s += trio.current_time() - parked_s
-            lease.hand_off()  # the response pump releases it (ticket.release)
-            ticket.lease = lease
-            header = plan.header
-            body = encode(held.immediate_request(ticket), header.api_version)
-            first = framed(encode_request_header(header), body)
-        arrival = Arrival(arrival_s, ts, muted_s, request_bytes, trio.current_time())
-        if first is None or not link.is_open:  # (closed while muted: the shared way, then)
-            await self._owe(HeldFetch(plan, ticket, arrival))
-            return
-        await link.forward(
-            self._owe, HeldFetch(plan, ticket, arrival, first_sent=True), first, may_defer=False
-        )
+        assert self.node_id is not None
+        return self._fetches.ticket(self.node_id, plan, body)
 
     async def _read_size(self, reader: FrameReader) -> int | None:
         """The next frame's checked size, or None when the client closed between frames."""
@@ -538,14 +467,17 @@ class ClientConnection:
         body = memoryview(frame)[_SIZE_BYTES:]
         error_code = peek_error_code(header.api_key, header.api_version, body)
         if self._auth.passthrough:
-            self._learn_authentication(plan, body, error_code)
+            self._auth.learn(header.api_key, header.api_version, body, error_code,
+                             trio.current_time())  # fmt: skip
         out: bytes | bytearray = frame
         if plan.rewrite:
             rewritten = rewrite_response(plan, body, self._services.brokers)
             if rewritten is not body:  # re-encoded: the only case that copies
                 out = size_prefix(len(rewritten)) + rewritten
-        if header.api_key == _API_VERSIONS and not error_code:
-            self._keep_api_versions(out, header.api_version)
+        if header.api_key == _API_VERSIONS and not error_code and not self._auth.passthrough:
+            # For this port's next clients (proxy/connection/api_versions.py).
+            self._services.api_versions.keep(self.node_id, out, header.api_version,
+                                             trio.current_time())  # fmt: skip
         writer = self._client_out
         if writer.has_room_for(out) and self._upstream.frame_in_hand():
             writer.defer(out)
@@ -557,29 +489,6 @@ class ClientConnection:
                 f"the cluster refused the client's SASL authentication (error {error_code}); "
                 "it closes such connections, and so does the proxy"
             )
-
-    def _keep_api_versions(self, frame: bytes | bytearray, version: int) -> None:
-        """Keep the cluster's ApiVersions answer, as sent, for the next clients of this port.
-        (Its response header is v0 at every version, KIP-511: the correlation id alone.)"""
-        known, now_s = self._services.api_versions, trio.current_time()
-        if self._auth.passthrough or not known.wants(self.node_id, now_s):
-            return
-        body = memoryview(frame)[_SIZE_BYTES + _CORRELATION_ID_BYTES :]
-        known.learn(self.node_id, decode(ApiVersionsResponse, body, version), now_s)
-
-    def _learn_authentication(
-        self, plan: RequestPlan, body: memoryview, error_code: int | None
-    ) -> None:
-        """Feed the cluster's answers to the client's authentication state (passthrough)."""
-        header = plan.header
-        self._auth.answered(header.api_key)
-        if header.api_key == ApiKey.SASL_AUTHENTICATE and not error_code:
-            version = header.api_version
-            _, start = parse_response_header(
-                body, response_header_version(ApiKey.SASL_AUTHENTICATE, version)
-            )
-            answer = decode(SaslAuthenticateResponse, body[start:], version)
-            self._auth.authenticated(answer.session_lifetime_ms, trio.current_time())
 
     async def _answer_produce(self, slot: HeldProduce) -> bool:
         """Hold a produce until its answer (sent, True) or its deadline (False: the caller
@@ -620,35 +529,15 @@ class ClientConnection:
 
     async def _answer_fetch(self, slot: HeldFetch) -> None:
         """Build, hold and send the response to a fetch the proxy terminates."""
-        held, ticket = self._held, slot.ticket
-        assert held is not None
-        version = slot.plan.header.api_version
-        header_version = response_header_version(ApiKey.FETCH, version)
-        reads, first = None, None
-        if self._known is not None:  # passthrough: the client's own identity reads
-            reads = OwnReads(self._upstream, slot.plan.header.client_id, self._known)
-        elif slot.first_sent:
-            frame = await self._upstream.answer(slot.plan.correlation_id)
-            body = memoryview(frame)[_SIZE_BYTES:]
-            _, start = parse_response_header(body, header_version)
-            first = decode(FetchResponse, body[start:], version)
-        response = await held.answer(ticket, reads, first)
-        # The record's upstream time is that of the reads, not of the wait in the purgatory.
-        received_s = trio.current_time() - ticket.held_ms / 1000
-        if response.node_endpoints:
-            advertise_node_endpoints(response, self._services.brokers)
-        header = encode_response_header(ResponseHeader(slot.plan.correlation_id), header_version)
-        parts = encode_parts(response, version)
-        size = len(header) + sum(len(part) for part in parts)
+        fetches = self._fetches
+        assert fetches is not None
+        answer = await fetches.answer(slot)
         # No copy: the records go from the upstream frame to the client's socket (writev);
         # joining them was a quarter of the proxy's CPU consuming 1 KiB records.
-        await self._client_out.send_parts([size_prefix(size), header, *parts])
-        ticket.release()
-        self._tickets.discard(ticket)
-        self._fetch_turn.release()
-        error_code = response.error_code or None
-        outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
-        self._report(slot, error_code, _SIZE_BYTES + size, received_s, outcome, ticket.held_ms)
+        await self._client_out.send_parts(answer.parts)
+        fetches.finish(slot.ticket)
+        self._report(slot, answer.error_code, answer.frame_bytes, answer.upstream_done_s,
+                     answer.outcome, answer.held_ms)  # fmt: skip
 
     def _report(
         self,

@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import math
 
-from wire.apis import ApiKey
+from wire.apis import ApiKey, response_header_version
+from wire.codec import decode
+from wire.headers import parse_response_header
+from wire.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
 __all__ = ["ClientAuthentication"]
 
@@ -74,3 +77,22 @@ class ClientAuthentication:
         """A SaslAuthenticate succeeded; ``session_lifetime_ms`` > 0 bounds the session."""
         if session_lifetime_ms > 0:
             self._expires_s = now_s + session_lifetime_ms / 1000
+
+    def learn(
+        self,
+        api_key: int,
+        api_version: int,
+        body: memoryview,
+        error_code: int | None,
+        now_s: float,
+    ) -> None:
+        """Feed the cluster's answer (``body``: the response, header included) to the state:
+        any answer counts (``answered``), a successful SaslAuthenticate's session lifetime
+        bounds the trust (``authenticated``)."""
+        self.answered(api_key)
+        if api_key == ApiKey.SASL_AUTHENTICATE and not error_code:
+            _, start = parse_response_header(
+                body, response_header_version(ApiKey.SASL_AUTHENTICATE, api_version)
+            )
+            answer = decode(SaslAuthenticateResponse, body[start:], api_version)
+            self.authenticated(answer.session_lifetime_ms, now_s)

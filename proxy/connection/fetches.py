@@ -1,0 +1,204 @@
+# Strategy: the fetches one client connection lets the proxy answer (proxy/held/service.py does
+# the holding; this is the connection's side of it), taken out of the connection's pumps so
+# that proxy/connection/client.py reads as I/O and ordering only.
+#
+#   request pump    `ticket`  a Fetch on a broker port becomes a FetchTicket (None: forward it)
+#                   `start`   owe its slot, in request order:
+#                             - nothing new for it (an idle consumer's): it enters the
+#                               purgatory at once and the response pump is woken only when it
+#                               is done (one task hand-off per idle cycle);
+#                             - an active consumer (its upstream connection is open): its first
+#                               look goes upstream now, on that connection, like a forwarded
+#                               request (one hand-off fewer than the shared channels, which is
+#                               what consuming at full speed pays per fetch);
+#                             - otherwise the response pump's HeldRequests.answer does all its
+#                               reads (shared channels: an idle consumer's connection can close)
+#   response pump   `answer`  the response, as parts to write without joining (writev)
+#                   `finish`  once written: its memory back to the pool, the next fetch's turn
+#
+# One fetch at a time per connection: a client that pipelines fetches and never reads the
+# answers waits for the turn (TCP back-pressure) instead of holding response budgets of the pool.
+#
+# Passthrough (issue 16): the reads go on the client's own connection (OwnReads), and only the
+# partitions it has read itself (`known`) may be answered "nothing new" from what the proxy knows.
+"""A client connection's held fetches: from Fetch request to written response."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import NamedTuple
+
+import trio
+
+from proxy.connection.own_reads import OwnReads
+from proxy.connection.state import Arrival, HeldFetch
+from proxy.connection.upstream_link import UpstreamLink
+from proxy.held.service import FetchTicket, HeldRequests
+from proxy.memory import MemoryPool
+from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
+from wire.apis import ApiKey, response_header_version
+from wire.codec import decode, encode, encode_parts
+from wire.framing import frame as framed
+from wire.framing import size_prefix
+from wire.headers import (
+    ResponseHeader,
+    encode_request_header,
+    encode_response_header,
+    parse_response_header,
+)
+from wire.messages.fetch_request import FetchRequest
+from wire.messages.fetch_response import FetchResponse
+
+__all__ = ["ClientFetches", "FetchAnswer"]
+
+_SIZE_BYTES = 4
+
+
+class FetchAnswer(NamedTuple):
+    """A held fetch's response and what its request record needs."""
+
+    parts: list[bytes | bytearray | memoryview]  # the frame, size prefix first
+    frame_bytes: int
+    error_code: int | None
+    upstream_done_s: float  # the reads' end, not the wait in the purgatory
+    outcome: str
+    held_ms: float
+
+
+class ClientFetches:
+    """The held fetches of one client connection.
+
+    Args:
+        held: the proxy's held-requests service.
+        pool: where an active consumer's first look pays its response budget (KIP-72).
+        brokers: to advertise the brokers a response names (KIP-951 node endpoints).
+        upstream: the connection's upstream link (first looks; passthrough reads).
+        respond_wake: the lot the response pump parks on; a fetch held at once unparks it
+            when it is done.
+        passthrough: the client's identity reads its records (see the module header).
+
+    Resource handling: ``abandon`` returns the memory of every fetch still in progress and
+    takes its wait out of the purgatory; the connection calls it when it ends.
+    """
+
+    def __init__(
+        self,
+        held: HeldRequests,
+        pool: MemoryPool,
+        brokers: BrokerDirectory,
+        upstream: UpstreamLink,
+        respond_wake: trio.lowlevel.ParkingLot,
+        *,
+        passthrough: bool,
+    ) -> None:
+        self._held = held
+        self._pool = pool
+        self._brokers = brokers
+        self._upstream = upstream
+        self._respond_wake = respond_wake
+        self._passthrough = passthrough
+        # Passthrough: the partitions (as the client names them) this connection has fetched
+        # itself, the only ones its fetches may be answered about from the proxy's knowledge.
+        self._known: set[tuple[object, int]] | None = set() if passthrough else None
+        self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
+        self._turn = trio.Semaphore(1)
+
+    def ticket(self, node_id: int, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
+        """The ticket of a Fetch the proxy answers itself (None: forward it as it is)."""
+        version = plan.header.api_version
+        request = decode(FetchRequest, body[plan.body_offset :], version)
+        if request.replica_id >= 0:
+            return None  # a follower's fetch: not a client's, not ours to hold
+        return self._held.plan(node_id, request, version, self._known)
+
+    async def start(
+        self,
+        plan: RequestPlan,
+        ticket: FetchTicket,
+        arrival: Arrival,
+        owe: Callable[..., Awaitable[None]],
+    ) -> None:
+        """Owe the fetch's slot with ``owe`` (the connection's), in request order; see the
+        module header for the three ways. ``arrival.sent_s`` is replaced by now; its
+        ``muted_s`` grows by any wait for the pool."""
+        link, held = self._upstream, self._held
+        await link.flush()  # what was deferred goes first: the answer may need it
+        try:  # (acquire() takes a trip through the scheduler even when the turn is free)
+            self._turn.acquire_nowait()
+        except trio.WouldBlock:
+            await self._turn.acquire()
+        self._tickets.add(ticket)
+        if ticket.nothing_new and held.hold_now(ticket, self._respond_wake):
+            # Held already: the response pump is woken by the end of the hold, not now.
+            await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
+            return
+        muted_s = arrival.muted_s
+        first: bytes | None = None
+        if ticket.ask_upstream and link.is_open and not self._passthrough:
+            lease = self._pool.try_allocate(held.response_max_bytes)
+            if lease is None:
+                parked_s = trio.current_time()
+                lease = await self._pool.allocate(held.response_max_bytes)
+                muted_s += trio.current_time() - parked_s
+            lease.hand_off()  # released by finish (ticket.release)
+            ticket.lease = lease
+            header = plan.header
+            body = encode(held.immediate_request(ticket), header.api_version)
+            first = framed(encode_request_header(header), body)
+        arrival = _sent_now(arrival, muted_s)
+        if first is None or not link.is_open:  # (closed while muted: the shared way, then)
+            await owe(HeldFetch(plan, ticket, arrival))
+            return
+        await link.forward(
+            owe, HeldFetch(plan, ticket, arrival, first_sent=True), first, may_defer=False
+        )
+
+    async def answer(self, slot: HeldFetch) -> FetchAnswer:
+        """Build (hold, if need be) the response to ``slot``'s fetch."""
+        ticket, header = slot.ticket, slot.plan.header
+        version = header.api_version
+        header_version = response_header_version(ApiKey.FETCH, version)
+        reads, first = None, None
+        if self._known is not None:  # passthrough: the client's own identity reads
+            reads = OwnReads(self._upstream, header.client_id, self._known)
+        elif slot.first_sent:
+            frame = await self._upstream.answer(slot.plan.correlation_id)
+            body = memoryview(frame)[_SIZE_BYTES:]
+            _, start = parse_response_header(body, header_version)
+            first = decode(FetchResponse, body[start:], version)
+        response = await self._held.answer(ticket, reads, first)
+        upstream_done_s = trio.current_time() - ticket.held_ms / 1000
+        if response.node_endpoints:
+            advertise_node_endpoints(response, self._brokers)
+        response_header = encode_response_header(
+            ResponseHeader(slot.plan.correlation_id), header_version
+        )
+        parts = encode_parts(response, version)
+        size = len(response_header) + sum(len(part) for part in parts)
+        error_code = response.error_code or None
+        outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
+        return FetchAnswer(
+            [size_prefix(size), response_header, *parts],
+            _SIZE_BYTES + size,
+            error_code,
+            upstream_done_s,
+            outcome,
+            ticket.held_ms,
+        )
+
+    def finish(self, ticket: FetchTicket) -> None:
+        """The response is written: its memory is the pool's again, the next fetch's turn."""
+        ticket.release()
+        self._tickets.discard(ticket)
+        self._turn.release()
+
+    def abandon(self) -> None:
+        """The connection ended: no fetch of it keeps memory or a place in the purgatory."""
+        for ticket in self._tickets:
+            ticket.abandon()
+
+
+def _sent_now(arrival: Arrival, muted_s: float) -> Arrival:
+    """``arrival`` as sent now (NamedTuple._replace costs more than building it anew)."""
+    return Arrival(arrival.arrival_s, arrival.ts, muted_s, arrival.request_bytes,
+                   trio.current_time())  # fmt: skip
