@@ -104,6 +104,8 @@ __all__ = ["ClientConnection", "peer_name"]
 log = logging.getLogger("purgatory_proxy.connection.client")
 
 _SIZE_BYTES = 4
+#: Close reasons that only say the client went away (logged at INFO, see _log_close).
+_CLIENT_LEFT = frozenset({"client_closed", "broken", "shutdown"})
 #: api key, api version and correlation id: no request is shorter.
 _MIN_REQUEST_BYTES = 8
 #: Responses a connection may owe before the proxy stops reading its requests. A client that
@@ -224,7 +226,10 @@ class ClientConnection:
         self._services.metrics.connections_closed.labels(kind).inc()
         message = str(reason) if reason is not None else ""
         if message:
-            log.warning(
+            # A client that goes away (even mid-frame, or leaving a broken pipe) is the
+            # client's business, not a fault: INFO; anything the proxy ended it for: WARNING.
+            log.log(
+                logging.INFO if kind in _CLIENT_LEFT else logging.WARNING,
                 "closed client connection %s: %s",
                 self,
                 message,
