@@ -39,6 +39,9 @@
 # scheduler pass each), and the client waited for them between fetches. A StreamWriter owns its
 # socket's writes and gives that limit back to the system's (unlimited by default), so one
 # writev hands the kernel as much as its send buffer takes, as the broker's own writes do.
+# Trade-off: the pool (KIP-72) does not count bytes the kernel holds, and a connection's
+# unsent bytes may now reach its send buffer (autotuned, at most net.ipv4.tcp_wmem's maximum)
+# instead of 16 KiB; a Kafka broker's sockets are the same.
 #
 # Timeouts: `ReadTimeouts` (a cancel scope, idle and frame seconds) is armed only when a read
 # has to wait: the idle deadline while waiting for a prefix, the frame deadline while waiting
