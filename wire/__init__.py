@@ -31,6 +31,7 @@ from wire.codec import (
     decode_response,
     encode,
     encode_parts,
+    precompile,
     request_class,
     response_class,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "parse_response_header",
     "peek_request_header",
     "peek_response_correlation_id",
+    "precompile",
     "read_frame_size",
     "replace_request_correlation_id",
     "replace_response_correlation_id",

@@ -47,6 +47,7 @@ __all__ = [
     "decode_response",
     "encode",
     "encode_parts",
+    "precompile",
     "request_class",
     "response_class",
 ]
@@ -161,6 +162,23 @@ def decode_api_versions_response(
         if version == 0:
             raise
         return decode(ApiVersionsResponse, body, 0), 0
+
+
+def precompile(cls: type[Message]) -> None:
+    """Compile ``cls``'s decoder and encoder for every version now, not on first use.
+
+    For the messages a server decodes and encodes on every request of a hot API: compiling
+    one version costs about a millisecond per direction (Fetch: ~3 ms for the request and
+    response of one version, ~40 ms for all), which otherwise lands in the first such
+    request's latency.
+    """
+    lo, hi = cls.VERSIONS
+    for version in range(lo, hi + 1):
+        key = (cls, version)
+        if key not in _decoders:
+            _decoders[key] = _compiler.compile_decoder(cls, version)
+        if key not in _encoders:
+            _encoders[key] = _compiler.compile_encoder(cls, version)
 
 
 def encode_parts(msg: Message, version: int) -> list[bytes | bytearray | memoryview]:

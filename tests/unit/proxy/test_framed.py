@@ -92,6 +92,20 @@ async def test_the_writer_waits_for_room_and_writes_everything() -> None:
     assert received == data
 
 
+@pytest.mark.skipif(not hasattr(trio.socket, "TCP_NOTSENT_LOWAT"), reason="Linux/macOS only")
+async def test_the_writer_lifts_trios_unsent_data_limit_on_tcp() -> None:
+    # trio's SocketStream caps unsent data at 16 KiB; a writer that owns the socket's writes
+    # gives the system's setting back (0), so one writev hands the kernel a whole answer.
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    client = await trio.testing.open_stream_to_socket_listener(listeners[0])
+    option = (trio.socket.IPPROTO_TCP, trio.socket.TCP_NOTSENT_LOWAT)
+    assert client.socket.getsockopt(*option) == 16 * 1024
+    StreamWriter(client)
+    assert client.socket.getsockopt(*option) == 0
+    await client.aclose()
+    await listeners[0].aclose()
+
+
 async def test_a_closed_socket_is_refused() -> None:
     ours, _theirs = await _socket_pair()
     await ours.aclose()

@@ -374,3 +374,17 @@ def test_struct_error_is_translated() -> None:
     with pytest.raises(MalformedMessage) as info:
         codec.decode(ProduceRequest, b"\xff\xff\x00", 3)
     assert isinstance(info.value.__cause__, struct.error)
+
+
+def test_precompile_compiles_every_version_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    codec.precompile(FetchResponse)
+
+    def refuse(cls: type[Message], version: int) -> None:
+        raise AssertionError(f"compiled {cls.__name__} v{version} on first use")
+
+    monkeypatch.setattr(codec._compiler, "compile_decoder", refuse)
+    monkeypatch.setattr(codec._compiler, "compile_encoder", refuse)
+    lo, hi = FetchResponse.VERSIONS
+    for version in range(lo, hi + 1):
+        body = codec.encode(FetchResponse(), version)
+        assert codec.decode(FetchResponse, body, version) == FetchResponse()
