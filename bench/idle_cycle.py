@@ -50,7 +50,7 @@ def render(n: int, seconds: float, rounds: int, values: dict[str, list[tuple[flo
     lines = [
         "## Idle long-poll cycle: the proxy against the floor of trio (`bench.idle_cycle`)",
         "",
-        f"_Measured {machine_line()}._ `{command}`",
+        f"{machine_line()} `{command}`",
         "",
         f"{n:,} connections each keep one poll held for 500 ms and send the next as soon as "
         f"it is answered; {seconds:g} s windows, {rounds} rounds, the three routes in turn in "
