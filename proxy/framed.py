@@ -407,8 +407,11 @@ class StreamWriter:
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._pending: deque[bytes | bytearray | memoryview] = deque()
         self.pending_bytes = 0
-        if self._socket is not None:
-            _unlimit_unsent(self._socket)
+        transport: trio.abc.SendStream = stream
+        while isinstance(transport, trio.SSLStream):  # TLS writes go through its socket too
+            transport = transport.transport_stream
+        if isinstance(transport, trio.SocketStream):
+            _unlimit_unsent(transport.socket)
 
     @property
     def pending_count(self) -> int:

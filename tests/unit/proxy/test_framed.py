@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import ssl
 
 import pytest
 import trio
@@ -101,6 +102,17 @@ async def test_the_writer_lifts_trios_unsent_data_limit_on_tcp() -> None:
     option = (trio.socket.IPPROTO_TCP, trio.socket.TCP_NOTSENT_LOWAT)
     assert client.socket.getsockopt(*option) == 16 * 1024
     StreamWriter(client)
+    assert client.socket.getsockopt(*option) == 0
+    await client.aclose()
+    await listeners[0].aclose()
+
+
+@pytest.mark.skipif(not hasattr(trio.socket, "TCP_NOTSENT_LOWAT"), reason="Linux/macOS only")
+async def test_the_writer_lifts_the_limit_under_tls_too() -> None:
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    client = await trio.testing.open_stream_to_socket_listener(listeners[0])
+    option = (trio.socket.IPPROTO_TCP, trio.socket.TCP_NOTSENT_LOWAT)
+    StreamWriter(trio.SSLStream(client, ssl.create_default_context(), server_hostname="x"))
     assert client.socket.getsockopt(*option) == 0
     await client.aclose()
     await listeners[0].aclose()
