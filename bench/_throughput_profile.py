@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rate", type=int, default=1000, help="py-spy samples per second")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply record counts")
     args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
     runs = {}
     for scenario, (record_bytes, count) in SCENARIOS.items():
         records = int(count * args.scale)
