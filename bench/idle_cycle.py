@@ -95,9 +95,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             values[route].append((us, rate))
             print(f"idle_cycle: round {round_number + 1} {route}: {us:.1f} µs per answer, "
                   f"{rate:,.0f} answers/s", file=sys.stderr)  # fmt: skip
-    command = "python -m bench.idle_cycle " + " ".join(
-        argv if argv is not None else sys.argv[1:]
-    )
+    command = "python -m bench.idle_cycle " + " ".join(argv if argv is not None else sys.argv[1:])
     markdown = render(args.n, args.seconds, args.rounds, values, command.strip())
     print(markdown)
     print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)

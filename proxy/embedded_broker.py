@@ -138,9 +138,7 @@ async def run_embedded_broker(
             await _stop(process)
 
 
-async def _wait_until_accepting(
-    address: Address, process: trio.Process, output: bytearray
-) -> None:
+async def _wait_until_accepting(address: Address, process: trio.Process, output: bytearray) -> None:
     with trio.move_on_after(_START_TIMEOUT_S):
         while process.returncode is None:
             try:

@@ -97,8 +97,10 @@ class WireClient:
         correlation_id = int.from_bytes(body[:4], "big", signed=True)
         api_key, version = self._sent.pop(correlation_id)
         header, start = parse_response_header(body, response_header_version(api_key, version))
-        return header.correlation_id, decode_response(api_key, version, body[start:]), (
-            trio.current_time()
+        return (
+            header.correlation_id,
+            decode_response(api_key, version, body[start:]),
+            (trio.current_time()),
         )
 
     async def closed(self) -> bool:
@@ -140,8 +142,9 @@ async def proxy_in_process(
         listeners = MemoryListeners()
         shutdown = trio.CancelScope()
         running: Running = await nursery.start(
-            partial(serve, config(**sections), [BROKER], shutdown, dialer=dialer,
-                    listeners=listeners)
+            partial(
+                serve, config(**sections), [BROKER], shutdown, dialer=dialer, listeners=listeners
+            )
         )
         while running.services.routing.proxy_port_of(NODE_ID) is None:
             await trio.sleep(0.001)
