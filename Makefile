@@ -32,6 +32,7 @@ test: $(FULL_STAMP)
 
 lint: $(FULL_STAMP)
 	$(BIN)/ruff check wire proxy pipeline bench tests testbed
+	$(BIN)/ruff format --check wire proxy pipeline bench tests testbed
 	$(BIN)/mypy
 
 bench: $(FULL_STAMP)
