@@ -55,7 +55,7 @@ from bench._fanin_stack import (
     running_stack,
 )
 from proxy.config import ConnectionsSection
-from testbed.report import machine_line, write_section
+from testbed.report import command_line, machine_line, publish
 
 __all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
 
@@ -613,12 +613,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     started = time.monotonic()
     result = run(config)
-    command = "python -m bench.fanin " + " ".join(argv if argv is not None else sys.argv[1:])
-    markdown = render(result, command.strip())
-    print(markdown)
-    print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
-    if not args.no_write:
-        write_section("fanin", markdown)
+    markdown = render(result, command_line("bench.fanin", argv))
+    publish("fanin", markdown, started, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from bench._idle_floor import measure_floor
 from bench.fanin import Config
 from bench.fanin import run as run_fanin
-from testbed.report import machine_line, write_section
+from testbed.report import command_line, machine_line, publish
 
 __all__ = ["main"]
 
@@ -95,12 +95,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             values[route].append((us, rate))
             print(f"idle_cycle: round {round_number + 1} {route}: {us:.1f} µs per answer, "
                   f"{rate:,.0f} answers/s", file=sys.stderr)  # fmt: skip
-    command = "python -m bench.idle_cycle " + " ".join(argv if argv is not None else sys.argv[1:])
-    markdown = render(args.n, args.seconds, args.rounds, values, command.strip())
-    print(markdown)
-    print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
-    if not args.no_write:
-        write_section("idle-cycle", markdown)
+    command = command_line("bench.idle_cycle", argv)
+    markdown = render(args.n, args.seconds, args.rounds, values, command)
+    publish("idle-cycle", markdown, started, write=not args.no_write)
 
 
 if __name__ == "__main__":

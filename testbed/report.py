@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import platform
 import re
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["BENCHMARKS_MD", "RELIABILITY_MD", "machine_line", "write_section"]
+__all__ = [
+    "BENCHMARKS_MD",
+    "RELIABILITY_MD",
+    "command_line",
+    "machine_line",
+    "publish",
+    "write_section",
+]
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 #: The reliability campaign's verdicts (issue 9), sectioned the same way.
@@ -44,3 +53,18 @@ def write_section(name: str, markdown: str, path: Path = BENCHMARKS_MD) -> None:
         text = text.rstrip() + "\n\n" + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+
+
+def command_line(module: str, argv: Sequence[str] | None) -> str:
+    """How the benchmark was run, for its section: ``python -m <module> <arguments>``."""
+    arguments = argv if argv is not None else sys.argv[1:]
+    return " ".join(["python -m", module, *arguments])
+
+
+def publish(name: str, markdown: str, started: float, *, write: bool) -> None:
+    """Print a benchmark's section and its wall time (since ``started``, time.monotonic());
+    with ``write``, put the section in docs/benchmarks.md."""
+    print(markdown)
+    print(f"({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    if write:
+        write_section(name, markdown)
