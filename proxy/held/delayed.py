@@ -4,7 +4,7 @@
 # neither ever awaits (the purgatory's contract). Whoever holds a DelayedFetch awaits `wait()`.
 # Its completion unparks a ParkingLot the holder may share: a client connection passes the lot
 # its response pump parks on, so a fetch held from the request pump wakes that pump once, when
-# it is done, and no Event is built per fetch (proxy/connection/client.py).
+# it is done, and no Event is built per fetch (proxy/connection/fetches.py).
 #
 # - DelayedFetch watches its partitions. It completes when one of them has something the client
 #   has not seen: the readable end passed the offset the last fetch reached, an error, or a

@@ -9,8 +9,9 @@
 #                                      their own: a broker answers a connection in order),
 #                                      or in passthrough OffsetWatcher (ListOffsets only)
 #
-# A client connection (proxy/connection/client.py) calls `plan` when a Fetch arrives (session
-# bookkeeping, and whether the broker must be asked at all), and then `answer` produces the
+# A client connection (proxy/connection/fetches.py) calls `plan` when a Fetch arrives (session
+# bookkeeping, and whether the broker must be asked at all), `hold_now` when the proxy knows
+# there is nothing new (the fetch waits from that moment), and then `answer` produces the
 # client's response: a first look upstream if the plan says so, then holding the fetch in the
 # purgatory as long as Kafka would, and a re-fetch after each wake-up. `hold_produce` registers
 # a produce waiting for its answer; `produced` is the produce side's wake-up of held fetches.
