@@ -23,7 +23,7 @@ from pipeline import command as pipeline_command
 from proxy.config import Config, ConfigError, load_config, parse_host_port
 from proxy.embedded_broker import EmbeddedBroker, tansu_binary
 from proxy.errors import StartupError
-from proxy.gc_policy import tune_for_serving
+from proxy.gc_policy import collect_young_regularly, tune_for_serving
 from proxy.logs import configure_logging
 from proxy.readiness import Readiness
 from proxy.routing import Address
@@ -118,6 +118,7 @@ async def _run(config: Config) -> int:
     async with trio.open_nursery() as nursery:
         shutdown = trio.CancelScope()
         await nursery.start(_until_signal, shutdown)
+        nursery.start_soon(collect_young_regularly)
         upstream = [Address(*parse_host_port(item)) for item in config.upstream.bootstrap]
         broker = EmbeddedBroker(readiness, shutdown)
         if not upstream:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+import weakref
 
-from proxy.gc_policy import YOUNG_THRESHOLD
+import trio
+import trio.testing
+
+from proxy.gc_policy import YOUNG_THRESHOLD, collect_young_regularly
 
 
 def test_serving_freezes_start_up_objects_and_collects_the_young_generation_rarely() -> None:
@@ -23,3 +28,32 @@ def test_serving_freezes_start_up_objects_and_collects_the_young_generation_rare
     default, tuned, frozen = json.loads(done.stdout)
     assert tuned == [YOUNG_THRESHOLD, default[1], default[2]]
     assert frozen > 1000  # the interpreter's and the proxy's modules, at least
+
+
+async def test_garbage_cycles_are_collected_within_the_interval_without_allocations(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With the young threshold out of reach, a cycle left behind is still collected once the
+    regular collection runs; nothing else allocates in between."""
+    collected = trio.Event()
+
+    class Node:
+        pass
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(10**9, threshold[1], threshold[2])
+    try:
+        node = Node()
+        node.self = node  # type: ignore[attr-defined]
+        weakref.finalize(node, collected.set)
+        del node
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(collect_young_regularly, 1.0)
+            await trio.sleep(0.9)
+            assert not collected.is_set()
+            await trio.sleep(0.2)
+            assert collected.is_set()
+            nursery.cancel_scope.cancel()
+    finally:
+        gc.set_threshold(*threshold)
