@@ -165,6 +165,7 @@ class ClientConnection:
         if services.held is not None and node_id is not None:
             self._fetches = ClientFetches(
                 services.held,
+                node_id,
                 services.pool,
                 services.brokers,
                 self._upstream,
@@ -378,8 +379,7 @@ class ClientConnection:
         """A Fetch this connection holds in the proxy (None: forward the request as it is)."""
         if self._fetches is None or plan.header.api_key != ApiKey.FETCH:
             return None
-        assert self.node_id is not None
-        return self._fetches.ticket(self.node_id, plan, body)
+        return self._fetches.ticket(plan, body)
 
     async def _read_size(self, reader: FrameReader) -> int | None:
         """The next frame's checked size, or None when the client closed between frames."""

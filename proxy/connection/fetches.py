@@ -70,6 +70,7 @@ class ClientFetches:
 
     Args:
         held: the proxy's held-requests service.
+        node_id: the broker whose port the connection is on (its fetch sessions are there).
         pool: where an active consumer's first look pays its response budget (KIP-72).
         brokers: to advertise the brokers a response names (KIP-951 node endpoints).
         upstream: the connection's upstream link (first looks; passthrough reads).
@@ -84,6 +85,7 @@ class ClientFetches:
     def __init__(
         self,
         held: HeldRequests,
+        node_id: int,
         pool: MemoryPool,
         brokers: BrokerDirectory,
         upstream: UpstreamLink,
@@ -92,6 +94,7 @@ class ClientFetches:
         passthrough: bool,
     ) -> None:
         self._held = held
+        self._node_id = node_id
         self._pool = pool
         self._brokers = brokers
         self._upstream = upstream
@@ -103,13 +106,13 @@ class ClientFetches:
         self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
         self._turn = trio.Semaphore(1)
 
-    def ticket(self, node_id: int, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
+    def ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
         """The ticket of a Fetch the proxy answers itself (None: forward it as it is)."""
         version = plan.header.api_version
         request = decode(FetchRequest, body[plan.body_offset :], version)
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
-        return self._held.plan(node_id, request, version, self._known)
+        return self._held.plan(self._node_id, request, version, self._known)
 
     async def start(
         self,
