@@ -350,19 +350,21 @@ class FrontAudit:
         return number
 
     def record(self, number: int, entry: AuditEntry, session: SaslSession | None) -> None:
-        with self._lock:
-            old = self._connections[number]
-            self._connections[number] = ConnectionAudit(
-                number,
-                old.peer,
-                session.username if session is not None else None,
-                session.authentications if session is not None else 0,
-                (*old.requests, entry),
-                old.closed_because,
-            )
+        self._refresh(number, session, entry, "")
 
     def update(self, number: int, session: SaslSession | None, closed_because: str = "") -> None:
         """Refresh the principal (after a SASL step) and note why the front closed it."""
+        self._refresh(number, session, None, closed_because)
+
+    def _refresh(
+        self,
+        number: int,
+        session: SaslSession | None,
+        entry: AuditEntry | None,
+        closed_because: str,
+    ) -> None:
+        """The connection's audit with the session's principal, ``entry`` appended (if any)
+        and ``closed_because`` noted (if any)."""
         with self._lock:
             old = self._connections[number]
             self._connections[number] = ConnectionAudit(
@@ -370,7 +372,7 @@ class FrontAudit:
                 old.peer,
                 session.username if session is not None else None,
                 session.authentications if session is not None else 0,
-                old.requests,
+                old.requests if entry is None else (*old.requests, entry),
                 closed_because or old.closed_because,
             )
 
