@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import subprocess
@@ -57,3 +58,29 @@ async def test_garbage_cycles_are_collected_within_the_interval_without_allocati
             nursery.cancel_scope.cancel()
     finally:
         gc.set_threshold(*threshold)
+
+
+async def test_a_costly_collection_stretches_the_wait_before_the_next(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A collection that costs 20 ms of CPU is followed by 4 s without one (0.5 % budget); a
+    cheap one by the interval again; never more than the longest wait."""
+    costs = iter([0.020, 0.0001, 0.5, 0.0001])
+    cpu = [0.0]
+    collected_at: list[float] = []
+
+    def collect() -> None:
+        collected_at.append(trio.current_time())
+        cpu[0] += next(costs, 0.0001)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            functools.partial(
+                collect_young_regularly, 1.0, budget=0.005, longest_s=10.0,
+                collect=collect, cpu_clock=lambda: cpu[0],
+            )
+        )  # fmt: skip
+        await trio.sleep(17.5)
+        nursery.cancel_scope.cancel()
+    # (the test's own allocations keep the young generation non-empty: every round collects)
+    assert collected_at == [1.0, 5.0, 6.0, 16.0, 17.0]
