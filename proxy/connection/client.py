@@ -274,8 +274,7 @@ class ClientConnection:
         idle_s = connections.idle_timeout_ms / 1000
         frame_s = connections.frame_timeout_ms / 1000
         max_frame = int(services.config.memory.socket_request_max_bytes)
-        pool, brokers, held, auth = services.pool, services.brokers, self._held, self._auth
-        passthrough, link = auth.passthrough, self._upstream
+        pool, link, fetches = services.pool, self._upstream, self._fetches
         timeout = trio.CancelScope()
         # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
         # muting is the proxy's doing, not the client's, and is not timed (stand_down). It
@@ -301,53 +300,22 @@ class ClientConnection:
                         timeouts.stand_down()
                         lease = await pool.allocate(size)
                         muted_s = trio.current_time() - arrival_s
+                    arrival = Arrival(arrival_s, ts, muted_s, size + _SIZE_BYTES, arrival_s)
                     with lease:
                         frame = await self._read_body(reader, size)
                         body = memoryview(frame)[_SIZE_BYTES:]
-                        plan = plan_request(body, brokers, client_sasl=passthrough)
-                        request_bytes = size + _SIZE_BYTES
-                        if (
-                            not passthrough
-                            and isinstance(plan, RequestPlan)
-                            and plan.header.api_key == _API_VERSIONS
-                        ):
-                            plan = self._known_api_versions(plan)
-                        if isinstance(plan, LocalAnswer):
-                            api = peek_request_header(body)[:2]
-                            del frame, body  # the pool's again: do not keep it alive
-                            arrival = Arrival(arrival_s, ts, muted_s, request_bytes, arrival_s)
-                            await self._owe(Local(plan.correlation_id, api, plan.response, arrival))
-                            continue
-                        trusted = not passthrough or auth.trusted(trio.current_time())
-                        ticket = self._fetch_ticket(plan, body) if trusted else None
-                        if ticket is None:
-                            # sent_s is set before the slot is owed: the response pump may
-                            # take it (and start a held produce's clock) before we send.
-                            arrival = Arrival(arrival_s, ts, muted_s, request_bytes,
-                                              trio.current_time())  # fmt: skip
-                            slot: Slot | Unanswered
-                            if not plan.expects_response:
-                                slot = Unanswered(plan, arrival)
-                            elif plan.produced is not None and held is not None and trusted:
-                                slot = HeldProduce(plan, plan.produced, arrival)
-                            else:
-                                slot = Forwarded(plan, arrival)
-                                if plan.header.api_key == ApiKey.SASL_HANDSHAKE:
-                                    auth.handshake()
-                            await link.forward(
-                                self._owe, slot, frame, may_defer=reader.frame_in_hand()
-                            )
-                            # The lease ends with this block: the buffer must not outlive it
-                            # (a parked connection would keep its last frame alive).
-                            del frame, body
-                            if isinstance(slot, Unanswered):
-                                self._report(slot, None, 0, trio.current_time(), "no_response")
-                            continue
+                        # An idle consumer's repeated fetch needs no planning (fetches.py).
+                        held_fetch = fetches.repeat(body) if fetches is not None else None
+                        if held_fetch is None:
+                            held_fetch = await self._pass_on(frame, arrival, reader)
+                        # The lease ends with this block: the buffer must not outlive it
+                        # (a parked connection would keep its last frame alive).
                         del frame, body
-                    # A fetch the proxy answers itself; the request's memory is free again.
-                    assert self._fetches is not None
-                    arrival = Arrival(arrival_s, ts, muted_s, request_bytes, arrival_s)
-                    await self._fetches.start(plan, ticket, arrival, self._owe)
+                    if held_fetch is not None:
+                        # A fetch the proxy answers itself; the request's memory is free again.
+                        assert fetches is not None
+                        plan, ticket = held_fetch
+                        await fetches.start(plan, ticket, arrival, self._owe)
         finally:
             self._conn.end_requests()
             self._owed_lot.unpark_all()
@@ -357,6 +325,48 @@ class ClientConnection:
                     f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)"
                 )
             raise IdleTimeout(f"idle for {idle_s:g} s (connections.idle_timeout_ms)")
+
+    async def _pass_on(
+        self, frame: bytearray, arrival: Arrival, reader: FrameReader
+    ) -> tuple[RequestPlan, FetchTicket] | None:
+        """Plan a request and pass it on: answered here, forwarded upstream (its slot owed),
+        or, for a Fetch the proxy answers itself, its plan and ticket for the caller to start
+        once the request's memory is free again (``arrival.sent_s``: not yet sent)."""
+        auth, link = self._auth, self._upstream
+        passthrough = auth.passthrough
+        body = memoryview(frame)[_SIZE_BYTES:]
+        plan = plan_request(body, self._services.brokers, client_sasl=passthrough)
+        if (
+            not passthrough
+            and isinstance(plan, RequestPlan)
+            and plan.header.api_key == _API_VERSIONS
+        ):
+            plan = self._known_api_versions(plan)
+        if isinstance(plan, LocalAnswer):
+            api = peek_request_header(body)[:2]
+            await self._owe(Local(plan.correlation_id, api, plan.response, arrival))
+            return None
+        trusted = not passthrough or auth.trusted(trio.current_time())
+        ticket = self._fetch_ticket(plan, body) if trusted else None
+        if ticket is not None:
+            return plan, ticket
+        # sent_s is set before the slot is owed: the response pump may take it (and start a
+        # held produce's clock) before we send.
+        arrival = Arrival(arrival.arrival_s, arrival.ts, arrival.muted_s, arrival.request_bytes,
+                          trio.current_time())  # fmt: skip
+        slot: Slot | Unanswered
+        if not plan.expects_response:
+            slot = Unanswered(plan, arrival)
+        elif plan.produced is not None and self._held is not None and trusted:
+            slot = HeldProduce(plan, plan.produced, arrival)
+        else:
+            slot = Forwarded(plan, arrival)
+            if plan.header.api_key == ApiKey.SASL_HANDSHAKE:
+                auth.handshake()
+        await link.forward(self._owe, slot, frame, may_defer=reader.frame_in_hand())
+        if isinstance(slot, Unanswered):
+            self._report(slot, None, 0, trio.current_time(), "no_response")
+        return None
 
     def _known_api_versions(self, plan: RequestPlan) -> RequestPlan | LocalAnswer:
         """ApiVersions answered from the cluster's last answer for this port, if it is

@@ -2,7 +2,11 @@
 # the holding; this is the connection's side of it), taken out of the connection's pumps so
 # that proxy/connection/client.py reads as I/O and ordering only.
 #
-#   request pump    `ticket`  a Fetch on a broker port becomes a FetchTicket (None: forward it)
+#   request pump    `repeat`  an idle consumer's repeated fetch (incremental or sessionless),
+#                             recognised by its bytes, becomes a FetchTicket and its plan
+#                             without decoding or planning it
+#                             (proxy/held/fetch_repeat.py; None: `ticket` it as usual)
+#                   `ticket`  a Fetch on a broker port becomes a FetchTicket (None: forward it)
 #                   `start`   owe its slot, in request order:
 #                             - nothing new for it (an idle consumer's): it enters the
 #                               purgatory at once and the response pump is woken only when it
@@ -13,7 +17,9 @@
 #                               what consuming at full speed pays per fetch);
 #                             - otherwise the response pump's HeldRequests.answer does all its
 #                               reads (shared channels: an idle consumer's connection can close)
-#   response pump   `answer`  the response, as parts to write without joining (writev)
+#   response pump   `answer`  the response, as parts to write without joining (writev); the
+#                             empty answer of an idle incremental session is encoded once
+#                             and reused with the correlation id in place
 #                   `finish`  once written: its memory back to the pool, the next fetch's turn
 #
 # One fetch at a time per connection: a client that pipelines fetches and never reads the
@@ -33,6 +39,8 @@ import trio
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch
 from proxy.connection.upstream_link import UpstreamLink
+from proxy.held.fetch_repeat import FetchRepeat
+from proxy.held.fetch_session import ContextKind, FetchContext
 from proxy.held.service import FetchTicket, HeldRequests
 from proxy.memory import MemoryPool
 from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
@@ -41,6 +49,7 @@ from wire.codec import decode, encode, encode_parts
 from wire.framing import frame as framed
 from wire.framing import size_prefix
 from wire.headers import (
+    RequestHeader,
     ResponseHeader,
     encode_request_header,
     encode_response_header,
@@ -52,6 +61,9 @@ from wire.messages.fetch_response import FetchResponse
 __all__ = ["ClientFetches", "FetchAnswer"]
 
 _SIZE_BYTES = 4
+_CORRELATION_ID = slice(_SIZE_BYTES, _SIZE_BYTES + 4)  # the response header's first field
+#: Empty answers kept per connection, by (version, session id): one, unless it changes.
+_EMPTY_ANSWERS_KEPT = 4
 
 
 class FetchAnswer(NamedTuple):
@@ -105,6 +117,28 @@ class ClientFetches:
         self._known: set[tuple[object, int]] | None = set() if passthrough else None
         self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
         self._turn = trio.Semaphore(1)
+        # The last idle incremental fetch, and the plan it had, to recognise its repeats.
+        self._repeat: tuple[FetchRepeat, RequestPlan] | None = None
+        # Encoded empty answers by (version, session id), correlation id 0.
+        self._empty_answers: dict[tuple[int, int], bytes] = {}
+
+    def repeat(self, body: memoryview) -> tuple[RequestPlan, FetchTicket] | None:
+        """The plan and ticket of an idle consumer's repeated fetch, recognised without
+        decoding it (proxy/held/fetch_repeat.py); None: not one, plan it as usual."""
+        if self._repeat is None:
+            return None
+        repeat, plan = self._repeat
+        matched = repeat.match(body)
+        if matched is None:
+            return None
+        correlation_id, epoch = matched
+        ticket = self._held.plan_repeat(self._node_id, repeat, epoch)
+        if ticket is None:
+            return None
+        learnt = plan.header
+        header = RequestHeader(learnt.api_key, learnt.api_version, correlation_id,
+                               learnt.client_id, learnt.raw_tagged_fields)  # fmt: skip
+        return RequestPlan(header, True, plan.rewrite, plan.body_offset), ticket
 
     def ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
         """The ticket of a Fetch the proxy answers itself (None: forward it as it is)."""
@@ -112,7 +146,21 @@ class ClientFetches:
         request = decode(FetchRequest, body[plan.body_offset :], version)
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
-        return self._held.plan(self._node_id, request, version, self._known)
+        ticket = self._held.plan(self._node_id, request, version, self._known)
+        # (passthrough plans only what its connection has read: no repeats there)
+        if self._known is None and _may_repeat(request, ticket.context):
+            self._learn_repeat(plan, body, request, ticket)
+        return ticket
+
+    def _learn_repeat(
+        self, plan: RequestPlan, body: memoryview, request: FetchRequest, ticket: FetchTicket
+    ) -> None:
+        """Keep ``request`` as the template of its repeats, unless it is the one kept."""
+        context, known = ticket.context, self._repeat
+        if known is not None and known[0].session is context.session and known[0].match(body):
+            return
+        repeat = FetchRepeat.learn(body, plan.body_offset, request, ticket.version, context)
+        self._repeat = None if repeat is None else (repeat, plan)
 
     async def start(
         self,
@@ -173,21 +221,28 @@ class ClientFetches:
         upstream_done_s = trio.current_time() - ticket.held_ms / 1000
         if response.node_endpoints:
             advertise_node_endpoints(response, self._brokers)
-        response_header = encode_response_header(
-            ResponseHeader(slot.plan.correlation_id), header_version
-        )
-        parts = encode_parts(response, version)
-        size = len(response_header) + sum(len(part) for part in parts)
         error_code = response.error_code or None
         outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
-        return FetchAnswer(
-            [size_prefix(size), response_header, *parts],
-            _SIZE_BYTES + size,
-            error_code,
-            upstream_done_s,
-            outcome,
-            ticket.held_ms,
-        )
+        if _is_empty(response):
+            frame = self._empty_answer(response.session_id, version, slot.plan.correlation_id)
+            return FetchAnswer([frame], len(frame), None, upstream_done_s, outcome, ticket.held_ms)
+        parts = _frame_parts(response, version, slot.plan.correlation_id)
+        size = sum(len(part) for part in parts)
+        return FetchAnswer(parts, size, error_code, upstream_done_s, outcome, ticket.held_ms)
+
+    def _empty_answer(self, session_id: int, version: int, correlation_id: int) -> bytearray:
+        """The frame of an answer with nothing in it (an idle incremental session's), encoded
+        once per (version, session id) and copied with ``correlation_id`` put in."""
+        key = (version, session_id)
+        encoded = self._empty_answers.get(key)
+        if encoded is None:
+            if len(self._empty_answers) >= _EMPTY_ANSWERS_KEPT:
+                self._empty_answers.clear()
+            empty = FetchResponse(session_id=session_id)
+            encoded = self._empty_answers[key] = b"".join(_frame_parts(empty, version, 0))
+        frame = bytearray(encoded)
+        frame[_CORRELATION_ID] = correlation_id.to_bytes(4, "big", signed=True)
+        return frame
 
     def finish(self, ticket: FetchTicket) -> None:
         """The response is written: its memory is the pool's again, the next fetch's turn."""
@@ -199,6 +254,40 @@ class ClientFetches:
         """The connection ended: no fetch of it keeps memory or a place in the purgatory."""
         for ticket in self._tickets:
             ticket.abandon()
+
+
+def _may_repeat(request: FetchRequest, context: FetchContext) -> bool:
+    """Whether ``request`` is what an idle consumer repeats (proxy/held/fetch_repeat.py): a
+    fetch that may wait, and either incremental, changing nothing in its session, or
+    sessionless (closing no session: the repeat would skip that)."""
+    if request.max_wait_ms <= 0:
+        return False
+    if context.kind is ContextKind.INCREMENTAL:
+        return not request.topics and not request.forgotten_topics_data
+    return context.kind is ContextKind.SESSIONLESS and request.session_id == 0
+
+
+def _is_empty(response: FetchResponse) -> bool:
+    """Whether ``response`` carries nothing but its session id (see ``_empty_answer``)."""
+    return not (
+        response.responses
+        or response.error_code
+        or response.throttle_time_ms
+        or response.node_endpoints
+        or response.raw_tagged_fields
+    )
+
+
+def _frame_parts(
+    response: FetchResponse, version: int, correlation_id: int
+) -> list[bytes | bytearray | memoryview]:
+    """``response`` as a frame's parts, size prefix first (records uncopied)."""
+    header = encode_response_header(
+        ResponseHeader(correlation_id), response_header_version(ApiKey.FETCH, version)
+    )
+    parts = encode_parts(response, version)
+    size = len(header) + sum(len(part) for part in parts)
+    return [size_prefix(size), header, *parts]
 
 
 def _sent_now(arrival: Arrival, muted_s: float) -> Arrival:

@@ -38,6 +38,7 @@ from wire.messages.fetch_request import FetchPartition, FetchRequest
 __all__ = [
     "FETCH_SESSION_ID_NOT_FOUND",
     "FETCH_SESSION_TOPIC_ID_ERROR",
+    "FINAL_EPOCH",
     "INVALID_FETCH_SESSION_EPOCH",
     "CachedPartition",
     "ContextKind",
@@ -167,6 +168,11 @@ class FetchContext:
     _cache: FetchSessionCache | None = None
     _uses_topic_ids: bool = False
 
+    @property
+    def session(self) -> FetchSession | None:
+        """The session an incremental context goes on (None for the other kinds)."""
+        return self._session
+
     def respond(
         self, news: dict[PartitionKey, PartitionNews], now_ms: int
     ) -> tuple[int, list[PartitionKey]]:
@@ -264,9 +270,19 @@ class FetchSessionCache:
             # Kafka closes a session that lost its last partition and answers sessionless.
             del self._sessions[session_id]
             return FetchContext(ContextKind.SESSIONLESS)
+        self.renew(session, now_ms)
+        return FetchContext(ContextKind.INCREMENTAL, session.partitions, _session=session)
+
+    def is_current(self, session: FetchSession, epoch: int) -> bool:
+        """Whether an incremental fetch at ``epoch`` on ``session`` would be accepted: the
+        session is still this cache's and expects that epoch."""
+        return session.epoch == epoch and self._sessions.get(session.session_id) is session
+
+    def renew(self, session: FetchSession, now_ms: int) -> None:
+        """An incremental fetch on ``session`` was accepted: its next epoch, and it is the most
+        recently used."""
         session.epoch = next_epoch(session.epoch)
         self._touch(session, now_ms)
-        return FetchContext(ContextKind.INCREMENTAL, session.partitions, _session=session)
 
     def maybe_create(
         self, partitions: dict[PartitionKey, CachedPartition], uses_topic_ids: bool, now_ms: int

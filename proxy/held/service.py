@@ -54,7 +54,13 @@ from proxy.held.fetch_answer import (
     satisfied,
     upstream_request,
 )
-from proxy.held.fetch_session import ContextKind, FetchContext, FetchSessionCache
+from proxy.held.fetch_repeat import FetchRepeat
+from proxy.held.fetch_session import (
+    FINAL_EPOCH,
+    ContextKind,
+    FetchContext,
+    FetchSessionCache,
+)
 from proxy.held.offset_watcher import OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.held.watcher import UpstreamWatcher
@@ -247,6 +253,32 @@ class HeldRequests:
         elif request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms, known):
             ticket.ask_upstream = False
             ticket.nothing_new = True
+        return ticket
+
+    def plan_repeat(self, node_id: int, repeat: FetchRepeat, epoch: int) -> FetchTicket | None:
+        """``plan`` for an idle consumer's repeated fetch, recognised by its bytes
+        (proxy/held/fetch_repeat.py), without decoding it: its ticket if its session is where
+        the repeat says (sessionless: the epoch is still -1) and the proxy knows it has nothing
+        new (it can enter the purgatory at once); None to plan it the ordinary way (which also
+        answers a session error). Only with the proxy's identity: passthrough plans what its
+        connection has read.
+        """
+        session, cache = repeat.session, self._sessions.get(node_id)
+        if session is None:
+            if epoch != FINAL_EPOCH:
+                return None
+        elif cache is None or not session.partitions or not cache.is_current(session, epoch):
+            return None
+        request = repeat.request
+        now_ms = current_time_ms()
+        ticket = FetchTicket(
+            request, repeat.version, node_id, repeat.context, now_ms + request.max_wait_ms, False,
+            nothing_new=True,
+        )  # fmt: skip
+        if not self._nothing_new(ticket, now_ms, None):
+            return None
+        if session is not None and cache is not None:
+            cache.renew(session, now_ms)
         return ticket
 
     def _nothing_new(

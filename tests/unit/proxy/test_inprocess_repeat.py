@@ -1,0 +1,173 @@
+"""An idle consumer's repeated incremental fetch in process (serve() against a scripted
+broker, virtual time): recognised by its bytes without planning it again, answered as the
+ordinary path answers it, and handed back to that path whenever something differs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from proxy.held.fetch_session import INVALID_FETCH_SESSION_EPOCH
+from proxy.held.service import HeldRequests
+from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
+from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
+from wire.messages.fetch_request import FetchRequest
+
+VERSION = 12
+
+
+def _incremental(session_id: int, epoch: int) -> FetchRequest:
+    return FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=1 << 20,
+                        session_id=session_id, session_epoch=epoch)  # fmt: skip
+
+
+class _Plans:
+    """Counts the fetches HeldRequests plans the ordinary way (decoded, through the session
+    cache) and the repeats it plans from their bytes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ordinary = self.repeats = 0
+        for name, counter in (("plan", "ordinary"), ("plan_repeat", "repeats")):
+            monkeypatch.setattr(HeldRequests, name, self._counting(getattr(HeldRequests, name),
+                                                                   counter))  # fmt: skip
+
+    def _counting(self, method: Callable[..., Any], counter: str) -> Callable[..., Any]:
+        def counted(held: HeldRequests, *args: Any, **kwargs: Any) -> Any:
+            result = method(held, *args, **kwargs)
+            if result is not None:
+                setattr(self, counter, getattr(self, counter) + 1)
+            return result
+
+        return counted
+
+
+async def _open_session(proxy: InProcessProxy) -> tuple[WireClient, int]:
+    """A consumer whose session has been answered once incrementally (the template)."""
+    consumer = await proxy.client()
+    full = fetch(max_wait_ms=500)
+    full.session_epoch = 0
+    await consumer.send(full, VERSION)
+    _, response, _ = await consumer.receive()
+    assert response.session_id
+    await consumer.send(_incremental(response.session_id, 1), VERSION)
+    _, response, _ = await consumer.receive()
+    assert (response.error_code, response.responses) == (0, [])
+    return consumer, response.session_id
+
+
+async def test_idle_repeats_are_held_without_planning_them_again(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = _Plans(monkeypatch)
+    async with proxy_in_process(broker_with_topic()) as proxy:
+        consumer, session_id = await _open_session(proxy)
+        assert (plans.ordinary, plans.repeats) == (2, 0)
+        for epoch in range(2, 6):
+            sent = trio.current_time()
+            sent_id = await consumer.send(_incremental(session_id, epoch), VERSION)
+            correlation_id, response, at = await consumer.receive()
+            assert correlation_id == sent_id
+            assert (response.error_code, response.session_id, response.responses) == (
+                0, session_id, [],
+            )  # fmt: skip
+            # The purgatory's clock is whole milliseconds, arrival rounded down.
+            assert 0.499 <= round(at - sent, 6) <= 0.501
+        assert (plans.ordinary, plans.repeats) == (2, 4)
+        held = proxy.running.services.held
+        assert held is not None and held.fetches.statistics().expired == 6
+
+
+async def test_a_produce_wakes_a_held_repeat_with_the_records(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = _Plans(monkeypatch)
+    async with proxy_in_process(broker_with_topic()) as proxy:
+        consumer, session_id = await _open_session(proxy)
+        producer = await proxy.client()
+        sent = trio.current_time()
+        await consumer.send(_incremental(session_id, 2), VERSION)
+        await trio.sleep(0.2)
+        await producer.send(produce(acks=1), 9)
+        await producer.receive()
+        _, response, at = await consumer.receive()
+        assert round(at - sent, 6) == 0.2
+        (topic,) = response.responses
+        assert bytes(topic.partitions[0].records) == b"r" * 10
+        assert plans.repeats == 1
+
+
+async def test_a_repeat_at_a_stale_epoch_gets_the_session_error(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes alike are not enough: the session must expect that epoch (the ordinary path
+    then answers INVALID_FETCH_SESSION_EPOCH, as Kafka does)."""
+    plans = _Plans(monkeypatch)
+    async with proxy_in_process(broker_with_topic()) as proxy:
+        consumer, session_id = await _open_session(proxy)
+        await consumer.send(_incremental(session_id, 2), VERSION)
+        await consumer.receive()
+        await consumer.send(_incremental(session_id, 2), VERSION)  # again: 3 is expected
+        _, response, _ = await consumer.receive()
+        assert response.error_code == INVALID_FETCH_SESSION_EPOCH
+        assert (plans.ordinary, plans.repeats) == (3, 1)
+
+
+async def test_news_known_before_the_repeat_goes_the_ordinary_way(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records produced between two polls: the repeat is not held but read at once. The
+    consumer then moves its offset (an ordinary incremental fetch), and its next idle poll is
+    a repeat again, held."""
+    plans = _Plans(monkeypatch)
+    async with proxy_in_process(broker_with_topic()) as proxy:
+        consumer, session_id = await _open_session(proxy)
+        producer = await proxy.client()
+        await producer.send(produce(acks=1), 9)
+        await producer.receive()
+        sent = trio.current_time()
+        await consumer.send(_incremental(session_id, 2), VERSION)
+        _, response, at = await consumer.receive()
+        assert round(at - sent, 6) == 0.0
+        assert bytes(response.responses[0].partitions[0].records) == b"r" * 10
+        moved = _incremental(session_id, 3)
+        moved.topics = fetch(offset=1).topics
+        await consumer.send(moved, VERSION)
+        _, response, _ = await consumer.receive()
+        assert (response.error_code, response.responses) == (0, [])
+        sent = trio.current_time()
+        await consumer.send(_incremental(session_id, 4), VERSION)
+        _, response, at = await consumer.receive()
+        assert (response.error_code, response.responses) == (0, [])
+        assert 0.499 <= round(at - sent, 6) <= 0.501  # (whole milliseconds, as above)
+        assert (plans.ordinary, plans.repeats) == (4, 1)
+
+
+async def test_sessionless_repeats_are_held_and_a_full_fetch_still_opens_a_session(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client without sessions (librdkafka 2.16, kafka-python, aiokafka) repeats its
+    sessionless fetch: recognised from the second one on. The same bytes with epoch 0 are a
+    full fetch: it opens a session."""
+    plans = _Plans(monkeypatch)
+    async with proxy_in_process(broker_with_topic()) as proxy:
+        consumer = await proxy.client()
+        for _ in range(4):
+            sent = trio.current_time()
+            await consumer.send(fetch(max_wait_ms=500), VERSION)
+            _, response, at = await consumer.receive()
+            (topic,) = response.responses
+            assert (response.session_id, topic.partitions[0].high_watermark) == (0, 0)
+            assert round(at - sent, 6) <= 0.501
+        # The first is planned (and kept as the template); its first look taught the proxy
+        # the partition's end, so each repeat after it is held at once.
+        assert (plans.ordinary, plans.repeats) == (1, 3)
+        full = fetch(max_wait_ms=500)
+        full.session_epoch = 0
+        await consumer.send(full, VERSION)
+        _, response, _ = await consumer.receive()
+        assert response.session_id != 0
+        assert (plans.ordinary, plans.repeats) == (2, 3)
