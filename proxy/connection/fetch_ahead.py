@@ -18,6 +18,13 @@
 #       `serves` says whether the read-ahead is exactly that fetch's first look (the very
 #       upstream request it would send, on the same opening of the same connection); if so it
 #       is its first look, otherwise it is discarded (the fetch goes its usual way).
+#   `Predictions` keeps the prediction made from each answer, sent or not, and sends
+#       read-aheads only while the client's last fetch was the one predicted for it. Not every
+#       client asks where its last answer ended: kafka-python (2.x) sends its next fetch while
+#       records of the last one are still buffered, from the offset it has consumed so far,
+#       and every read-ahead for it would be a wasted upstream read of max_bytes. Such a client
+#       costs one prediction per answer and no read-ahead; librdkafka and aiokafka ask exactly
+#       where the answer ended (measured: every read-ahead used).
 #
 # Nothing here does I/O: proxy/connection/fetches.py sends, reads and drops (see ReadAhead).
 """Reading ahead for an active consumer: predicting and matching its next fetch."""
@@ -33,7 +40,7 @@ from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.records import RecordBatchHeader, iter_batches
 
-__all__ = ["ReadAhead", "next_read", "serves"]
+__all__ = ["Predictions", "ReadAhead", "next_read", "serves"]
 
 #: READ_COMMITTED: the readable end is the last stable offset.
 _READ_COMMITTED = 1
@@ -131,3 +138,28 @@ def serves(ahead: ReadAhead, first_look: FetchRequest, version: int, generation:
     return (
         ahead.generation == generation and ahead.version == version and ahead.request == first_look
     )
+
+
+class Predictions:
+    """Whether one connection's fetches follow the predictions (see the module header):
+    ``trusted`` once the client's fetch was the one predicted from the answer before it, and
+    until one is not. Not trusted at first: a read-ahead goes from the second answer on."""
+
+    __slots__ = ("_next", "trusted")
+
+    def __init__(self) -> None:
+        self._next: FetchRequest | None = None
+        self.trusted = False
+
+    def fetched(self, first_look: FetchRequest | None) -> None:
+        """A fetch came whose first look would be ``first_look`` (None: it asks nothing
+        upstream at once, or not on the client's own connection)."""
+        predicted, self._next = self._next, None
+        if predicted is not None:
+            self.trusted = first_look is not None and first_look == predicted
+
+    def answered(self, looked: FetchRequest, response: FetchResponse) -> FetchRequest | None:
+        """The client gets ``response`` to the first look ``looked``: the read-ahead to send,
+        or None (nothing to read ahead, or the client does not ask where its answers end)."""
+        self._next = predicted = next_read(looked, response)
+        return predicted if self.trusted else None

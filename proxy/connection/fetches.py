@@ -18,7 +18,8 @@
 #                             of its next fetch goes upstream before the answer is written
 #                   `finish`  once written: its memory back to the pool, the next fetch's turn
 #
-# Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection): `start` uses it as
+# Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection, and only while the
+# client's last fetch was the one predicted from the answer before it): `start` uses it as
 # the fetch's first look when it is exactly that (no new upstream request), and otherwise
 # discards it (its answer dropped on the link, its lease released) before the fetch goes its
 # usual way. Only from pool memory nobody waits for (`try_allocate`, and only while the pool
@@ -38,7 +39,7 @@ from typing import NamedTuple
 
 import trio
 
-from proxy.connection.fetch_ahead import ReadAhead, next_read, serves
+from proxy.connection.fetch_ahead import Predictions, ReadAhead, serves
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch
 from proxy.connection.upstream_link import UpstreamLink
@@ -123,6 +124,7 @@ class ClientFetches:
         # flight.
         self._looked: FetchRequest | None = None
         self._ahead: ReadAhead | None = None
+        self._predictions = Predictions()
         read_aheads = metrics.read_aheads
         self._aheads_sent = read_aheads.labels("sent")
         self._aheads_used = read_aheads.labels("used")
@@ -156,6 +158,7 @@ class ClientFetches:
         first_look: FetchRequest | None = None
         if ticket.ask_upstream and link.is_open and not self._passthrough:
             first_look = held.immediate_request(ticket)
+        self._predictions.fetched(first_look)
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             version = plan.header.api_version
@@ -243,12 +246,10 @@ class ClientFetches:
         self, looked: FetchRequest, response: FetchResponse, version: int, client_id: str | None
     ) -> None:
         """Send the read-ahead of the client's next fetch, if there is one worth sending
-        (fetch_ahead.next_read) and pool memory nobody waits for (see the module header)."""
+        (fetch_ahead.Predictions) and pool memory nobody waits for (see the module header)."""
         link, pool = self._upstream, self._pool
-        if self._ahead is not None or not link.is_open:
-            return
-        request = next_read(looked, response)
-        if request is None:
+        request = self._predictions.answered(looked, response)
+        if request is None or self._ahead is not None or not link.is_open:
             return
         size = self._held.response_max_bytes
         if pool.limit_bytes >= 0 and pool.available_bytes < size:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from dataclasses import replace
 
-from proxy.connection.fetch_ahead import ReadAhead, next_read, serves
+from proxy.connection.fetch_ahead import Predictions, ReadAhead, next_read, serves
 from proxy.memory import MemoryPool
 from tests.unit.proxy.test_inprocess_fetch_ahead import batch_at
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
@@ -103,3 +103,18 @@ def test_a_read_ahead_serves_only_exactly_its_request_on_the_same_opening() -> N
     ahead.release()
     ahead.release()  # once
     assert pool.available_bytes == 1 << 20
+
+
+def test_predictions_are_trusted_only_while_the_client_asks_as_predicted() -> None:
+    predictions = Predictions()
+    two = answer(data(0, batch_at(0) + batch_at(1), 10))
+    assert predictions.answered(sent(0), two) is None  # not trusted yet: nothing sent
+    predictions.fetched(sent(2))  # as predicted
+    assert predictions.trusted
+    ahead = predictions.answered(sent(2), answer(data(0, batch_at(2) + batch_at(3), 10)))
+    assert ahead is not None and offsets(ahead) == [4]
+    predictions.fetched(sent(3))  # behind the prediction (kafka-python)
+    assert not predictions.trusted
+    assert predictions.answered(sent(3), answer(data(0, batch_at(3) + batch_at(4), 10))) is None
+    predictions.fetched(None)  # held at once, or not on its own connection
+    assert not predictions.trusted

@@ -1,6 +1,7 @@
 """Read-ahead for an active consumer in process (serve() against a scripted broker, virtual
 time; proxy/connection/fetch_ahead.py): the next fetch's first look is the read-ahead sent
-while the previous answer went out; a seek discards it; its memory comes back either way."""
+while the previous answer went out; a seek discards it; its memory comes back either way; a
+client that does not ask where its answers end gets none."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
 from wire.messages import MetadataRequest
 
 #: Batches on the partition, one offset each; each Fetch answer carries at most two.
-_BATCHES = 6
+_BATCHES = 8
 _PER_FETCH = 2
 
 
@@ -56,18 +57,22 @@ def read_aheads(proxy: InProcessProxy, outcome: str) -> float:
     return float(counter._value.get())
 
 
-async def active_consumer(proxy: InProcessProxy) -> tuple[WireClient, int]:
+async def active_consumer(proxy: InProcessProxy) -> tuple[WireClient, list[int]]:
     """A consumer whose upstream connection is open (a Metadata request opened it) and which
-    has fetched the first two batches; the id of that fetch."""
+    has fetched the first four batches, the second time from where the first answer ended (so
+    the proxy trusts its predictions); the ids of those two fetches."""
     consumer = await proxy.client()
     await consumer.send(MetadataRequest(topics=None), 12)
     await consumer.receive()
-    fetch_id = await consumer.send(fetch(offset=0), 12)
-    correlation_id, response, _ = await consumer.receive()
-    assert correlation_id == fetch_id
-    assert records(response) == batch_at(0) + batch_at(1)
+    ids = []
+    for offset in (0, 2):
+        fetch_id = await consumer.send(fetch(offset=offset), 12)
+        correlation_id, response, _ = await consumer.receive()
+        assert correlation_id == fetch_id
+        assert records(response) == batch_at(offset) + batch_at(offset + 1)
+        ids.append(fetch_id)
     await trio.testing.wait_all_tasks_blocked()
-    return consumer, fetch_id
+    return consumer, ids
 
 
 async def test_the_next_fetch_is_answered_from_the_read_ahead_without_a_new_upstream_fetch(
@@ -76,29 +81,30 @@ async def test_the_next_fetch_is_answered_from_the_read_ahead_without_a_new_upst
     broker = busy_broker()
     async with proxy_in_process(broker) as proxy:
         start = proxy.running.services.pool.available_bytes
-        consumer, first_id = await active_consumer(proxy)
-        # The read-ahead went while the first answer was written: offset 2, the proxy's own id.
+        consumer, first_ids = await active_consumer(proxy)
+        # The read-ahead went while the second answer was written: offset 4, the proxy's own
+        # id (none after the first answer: the client had not shown yet where it asks).
         ((_, ahead_offset),) = [(c, o) for c, o in upstream_offsets(broker) if c < 0]
-        assert ahead_offset == 2
+        assert ahead_offset == 4
         sent = trio.current_time()
-        second_id = await consumer.send(fetch(offset=2), 12)
+        third_id = await consumer.send(fetch(offset=4), 12)
         correlation_id, response, at = await consumer.receive()
-        assert correlation_id == second_id
-        assert records(response) == batch_at(2) + batch_at(3)
+        assert correlation_id == third_id
+        assert records(response) == batch_at(4) + batch_at(5)
         assert round(at - sent, 6) == 0.0
         await trio.testing.wait_all_tasks_blocked()
         asked = upstream_offsets(broker)
-        assert [c for c, _ in asked if c > 0] == [first_id]  # the second fetch sent nothing
+        assert [c for c, _ in asked if c > 0] == first_ids  # the third fetch sent nothing
         # ...and its answer carried records with more behind them: the next read-ahead went.
-        assert [o for c, o in asked if c < 0] == [2, 4]
+        assert [o for c, o in asked if c < 0] == [4, 6]
         assert (read_aheads(proxy, "sent"), read_aheads(proxy, "used")) == (2, 1)
         # The last read-ahead serves the fetch that reaches the end; nothing more is read
         # ahead, and every lease (a used read-ahead's is its fetch's) is back in the pool.
-        last_id = await consumer.send(fetch(offset=4), 12)
+        last_id = await consumer.send(fetch(offset=6), 12)
         correlation_id, response, _ = await consumer.receive()
-        assert (correlation_id, records(response)) == (last_id, batch_at(4) + batch_at(5))
+        assert (correlation_id, records(response)) == (last_id, batch_at(6) + batch_at(7))
         await trio.testing.wait_all_tasks_blocked()
-        assert [c for c, _ in upstream_offsets(broker) if c > 0] == [first_id]
+        assert [c for c, _ in upstream_offsets(broker) if c > 0] == first_ids
         assert (read_aheads(proxy, "sent"), read_aheads(proxy, "used")) == (2, 2)
         assert proxy.running.services.pool.available_bytes == start
 
@@ -113,15 +119,15 @@ async def test_a_seek_discards_the_read_ahead_and_a_fresh_read_serves_the_fetch(
         consumer, _ = await active_consumer(proxy)
         assert read_aheads(proxy, "sent") == 1
         assert pool.available_bytes < start  # the read-ahead's response budget
-        # Seek to the last batch: not where the read-ahead reads (offset 2).
-        seek_id = await consumer.send(fetch(offset=5), 12)
+        # Seek to the last batch: not where the read-ahead reads (offset 4).
+        seek_id = await consumer.send(fetch(offset=7), 12)
         correlation_id, response, _ = await consumer.receive()
         assert correlation_id == seek_id
-        assert records(response) == batch_at(5)
+        assert records(response) == batch_at(7)
         await trio.testing.wait_all_tasks_blocked()
-        assert (seek_id, 5) in upstream_offsets(broker)  # a fresh first look served it
+        assert (seek_id, 7) in upstream_offsets(broker)  # a fresh first look served it
         assert read_aheads(proxy, "discarded") == 1
-        # Nothing to read past offset 6: no new read-ahead, and all memory is back.
+        # Nothing to read past offset 8: no new read-ahead, and all memory is back.
         assert read_aheads(proxy, "sent") == 1
         assert pool.available_bytes == start
         # The discarded answer was consumed on the way: later answers still match their ids.
@@ -151,17 +157,17 @@ async def test_forwarded_requests_between_fetches_keep_client_order(
     in client order, and the fetch after it still uses the read-ahead."""
     broker = busy_broker()
     async with proxy_in_process(broker) as proxy:
-        consumer, first_id = await active_consumer(proxy)
+        consumer, first_ids = await active_consumer(proxy)
         ids = [
             await consumer.send(MetadataRequest(topics=None), 12),
-            await consumer.send(fetch(offset=2), 12),
+            await consumer.send(fetch(offset=4), 12),
             await consumer.send(MetadataRequest(topics=None), 12),
         ]
         answers = [await consumer.receive() for _ in ids]
         assert [a[0] for a in answers] == ids
-        assert records(answers[1][1]) == batch_at(2) + batch_at(3)
+        assert records(answers[1][1]) == batch_at(4) + batch_at(5)
         await trio.testing.wait_all_tasks_blocked()
-        assert [c for c, _ in upstream_offsets(broker) if c > 0] == [first_id]
+        assert [c for c, _ in upstream_offsets(broker) if c > 0] == first_ids
         assert read_aheads(proxy, "used") == 1
 
 
@@ -177,6 +183,24 @@ async def test_a_consumer_at_the_end_gets_no_read_ahead(
         await consumer.receive()
         await consumer.send(fetch(offset=0), 12)
         assert records((await consumer.receive())[1]) == batch_at(0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert read_aheads(proxy, "sent") == 0
+        assert [c for c, _ in upstream_offsets(broker) if c < 0] == []
+
+
+async def test_a_consumer_that_asks_behind_its_answers_gets_no_read_ahead(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A client whose next fetch is not where its last answer ended (kafka-python asks from
+    what it has consumed so far) would waste every read-ahead: it gets none."""
+    broker = busy_broker()
+    async with proxy_in_process(broker) as proxy:
+        consumer = await proxy.client()
+        await consumer.send(MetadataRequest(topics=None), 12)
+        await consumer.receive()
+        for offset in range(_BATCHES - 1):  # one batch further each time, two returned
+            await consumer.send(fetch(offset=offset), 12)
+            assert records((await consumer.receive())[1]) == batch_at(offset) + batch_at(offset + 1)
         await trio.testing.wait_all_tasks_blocked()
         assert read_aheads(proxy, "sent") == 0
         assert [c for c, _ in upstream_offsets(broker) if c < 0] == []
