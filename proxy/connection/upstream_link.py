@@ -275,17 +275,22 @@ class UpstreamLink:
             await trio.aclose_forcefully(stream)
 
     async def _close_when_idle(self, stream: trio.abc.Stream) -> None:
+        """Close the connection once unused for the idle time with nothing awaited on it. One
+        still busy then (an answer awaited, or read for a later taker) is looked at again a
+        whole idle time later: a deadline already past would make this loop spin."""
         while self._stream is stream:
             await trio.sleep_until(self._used_s + self._idle_s)
+            if self._stream is not stream or trio.current_time() < self._used_s + self._idle_s:
+                continue  # closed, or used meanwhile: wait for the new deadline
             if (
-                self._stream is stream
-                and not self._forwarding
+                not self._forwarding
                 and not self.pending_bytes
                 and self._conn.upstream_idle
                 and not self._early  # (an answer read for a later taker: a read-ahead's)
-                and trio.current_time() >= self._used_s + self._idle_s
             ):
                 await self.aclose()
+            else:
+                self._used_s = trio.current_time()  # busy: counts as used now
 
     async def _connect(self) -> trio.abc.Stream:
         services = self._services

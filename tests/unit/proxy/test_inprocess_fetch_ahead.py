@@ -6,6 +6,7 @@ client that does not ask where its answers end gets none."""
 from __future__ import annotations
 
 import functools
+import math
 import struct
 
 import trio
@@ -243,3 +244,40 @@ async def test_a_seek_while_the_read_ahead_is_on_its_way(
         await trio.testing.wait_all_tasks_blocked()
         assert pool.available_bytes == start
 
+
+class _IdleWatchRounds(trio.abc.Instrument):
+    """Counts how often upstream links' idle watches are scheduled to run."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("UpstreamLink._close_when_idle"):
+            self.count += 1
+
+
+async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_nor_spins(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A consumer that pauses past connections.upstream_idle_timeout_ms with a read-ahead's
+    answer read and waiting: the link stays open for it, and its idle watch looks again an
+    idle time later instead of spinning on a deadline already past."""
+    broker = busy_broker()
+    async with proxy_in_process(broker) as proxy:
+        consumer, first_ids = await active_consumer(proxy)
+        await trio.testing.wait_all_tasks_blocked()  # the read-ahead's answer is read
+        rounds = _IdleWatchRounds()
+        autojump_clock.autojump_threshold = math.inf
+        trio.lowlevel.add_instrument(rounds)
+        try:
+            autojump_clock.jump(100)  # three idle timeouts (30 s) and more
+            for _ in range(200):
+                await trio.lowlevel.checkpoint()
+        finally:
+            trio.lowlevel.remove_instrument(rounds)
+            autojump_clock.autojump_threshold = 0
+        assert rounds.count <= 2
+        await consumer.send(fetch(offset=4), 12)
+        assert records((await consumer.receive())[1]) == batch_at(4) + batch_at(5)
+        assert read_aheads(proxy, "used") == 1
+        assert [c for c, _ in upstream_offsets(broker) if c > 0] == first_ids
