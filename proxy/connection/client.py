@@ -442,11 +442,6 @@ class ClientConnection:
             slot = conn.next_owed()
             if slot is NEED_REQUEST:
                 await out.flush()
-                fetches = self._fetches
-                if fetches is not None and fetches.ahead_unread:
-                    # A read-ahead is on its way: take its bytes in while the client parses.
-                    await fetches.read_ahead_answer()
-                    continue
                 await self._owed_lot.park()
                 continue
             if slot is REQUESTS_DONE:

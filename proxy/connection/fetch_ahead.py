@@ -59,8 +59,6 @@ class ReadAhead:
         lease: its response budget, taken from the pool without waiting (KIP-72); it becomes
             the fetch's lease when used, and is released when discarded or when the
             connection ends.
-        discarded: the client's next fetch did not want it while its answer was being read
-            (whoever reads it drops it).
     """
 
     request: FetchRequest
@@ -68,7 +66,6 @@ class ReadAhead:
     correlation_id: int
     generation: int
     lease: Lease
-    discarded: bool = False
 
     def release(self) -> None:
         """Give its response budget back to the pool (once)."""

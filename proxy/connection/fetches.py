@@ -17,9 +17,6 @@
 #                             an active consumer whose answer carried records, the read-ahead
 #                             of its next fetch goes upstream before the answer is written
 #                   `finish`  once written: its memory back to the pool, the next fetch's turn
-#                   `read_ahead_answer`  while it waits for the client's next request: the
-#                             read-ahead's answer crosses from the broker into the proxy then,
-#                             not after the client's next fetch came
 #
 # Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection, and only while the
 # client's last fetch was the one predicted from the answer before it): `start` uses it as
@@ -127,9 +124,6 @@ class ClientFetches:
         # flight.
         self._looked: FetchRequest | None = None
         self._ahead: ReadAhead | None = None
-        # The read-ahead whose answer nobody has read yet, and the one being read.
-        self._unread: ReadAhead | None = None
-        self._reading: ReadAhead | None = None
         self._predictions = Predictions()
         read_aheads = metrics.read_aheads
         self._aheads_sent = read_aheads.labels("sent")
@@ -172,7 +166,6 @@ class ClientFetches:
                 # Its first look is asked already (perhaps answered): no new upstream request.
                 ticket.lease = ahead.lease
                 self._looked = ahead.request
-                self._unread = None  # its fetch reads it now
                 self._aheads_used.inc()
                 slot = HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s),
                                  first_sent=True, ahead_id=ahead.correlation_id)  # fmt: skip
@@ -273,45 +266,14 @@ class ClientFetches:
         if correlation_id is None:
             lease.release()
             return
-        self._ahead = self._unread = ReadAhead(
-            request, version, correlation_id, link.generation, lease
-        )
+        self._ahead = ReadAhead(request, version, correlation_id, link.generation, lease)
         self._aheads_sent.inc()
-
-    @property
-    def ahead_unread(self) -> bool:
-        """Whether a read-ahead's answer is still to be read (``read_ahead_answer``)."""
-        return self._unread is not None
-
-    async def read_ahead_answer(self) -> None:
-        """Read the read-ahead's answer now (the response pump, while the client has not sent
-        its next request): its bytes cross from the broker while the client parses the last
-        answer. Kept on the link for its fetch, or dropped if that fetch did not want it.
-
-        Raises:
-            UpstreamFailed: the upstream connection failed.
-        """
-        ahead, self._unread = self._unread, None
-        link = self._upstream
-        if ahead is None or not link.is_open or ahead.generation != link.generation:
-            return
-        self._reading = ahead
-        try:
-            frame = await link.answer(ahead.correlation_id)
-        finally:
-            self._reading = None
-        if not ahead.discarded:
-            link.keep(ahead.correlation_id, frame)
 
     def _discard(self, ahead: ReadAhead) -> None:
         """The client's next fetch is not the read-ahead: drop its answer (the connection
         answers in order: it is skipped when it comes) and release its memory."""
-        if ahead is self._reading:
-            ahead.discarded = True  # being read: its reader drops it
-        elif ahead.generation == self._upstream.generation:
+        if ahead.generation == self._upstream.generation:
             self._upstream.drop(ahead.correlation_id)
-        if ahead is self._unread:
-            self._unread = None
         ahead.release()
         self._aheads_discarded.inc()
 

@@ -254,11 +254,6 @@ class UpstreamLink:
             sent.set()
         return correlation_id
 
-    def keep(self, correlation_id: int, frame: bytearray) -> None:
-        """Hold ``frame``, the answer to ``correlation_id`` read ahead of its taker (a
-        read-ahead's), until ``answer`` or ``drop`` takes it."""
-        self._early[correlation_id] = frame
-
     def drop(self, correlation_id: int) -> None:
         """Nobody wants the answer to ``correlation_id`` any more (a discarded read-ahead):
         forgotten if it was read already, skipped when it comes (Connection.give_up)."""

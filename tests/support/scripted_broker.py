@@ -11,8 +11,7 @@
 #     appends and always waits max_wait_ms, which lets a test tell a wake-up by the proxy's
 #     upstream watcher from one by a produce through the proxy). min_bytes 0 is answered at once.
 #     `max_blobs_per_fetch` returns at most that many blobs per partition (a broker that stops
-#     at max_bytes); `fetch_delay_s` delays every Fetch answer (the broker building it);
-#     `fetch_requests` keeps every Fetch with its correlation id.
+#     at max_bytes); `fetch_requests` keeps every Fetch with its correlation id.
 #   - SASL (passthrough tests): with `users` set, a connection may authenticate with
 #     SaslHandshake v1 + SaslAuthenticate PLAIN; `session_lifetime_ms` is handed out and enforced
 #     as Kafka does (past it, anything but a SaslHandshake closes the connection); a failed
@@ -144,8 +143,6 @@ class ScriptedBroker:
         self.fetch_log: list[FetchByPrincipal] = []
         #: At most this many blobs per partition in a Fetch answer (None: all of them).
         self.max_blobs_per_fetch: int | None = None
-        #: Every Fetch is answered this much later (0: at once).
-        self.fetch_delay_s = 0.0
         #: Every Fetch received: (correlation id, request).
         self.fetch_requests: list[tuple[int, FetchRequest]] = []
         self._appended = trio.lowlevel.ParkingLot()
@@ -343,8 +340,6 @@ class ScriptedBroker:
         return ProduceResponse(responses=responses)
 
     async def _fetch(self, request: FetchRequest) -> FetchResponse:
-        if self.fetch_delay_s:
-            await trio.sleep(self.fetch_delay_s)
         if request.min_bytes > 0:  # min_bytes 0 is answered at once, as Kafka does
             with trio.move_on_after(request.max_wait_ms / 1000):
                 if not self.long_poll:

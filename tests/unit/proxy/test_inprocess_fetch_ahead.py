@@ -207,44 +207,6 @@ async def test_a_consumer_that_asks_behind_its_answers_gets_no_read_ahead(
         assert [c for c, _ in upstream_offsets(broker) if c < 0] == []
 
 
-async def test_a_seek_while_the_read_ahead_is_on_its_way(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """The response pump reads a read-ahead's answer while the client has sent nothing (the
-    bytes cross while the client parses); a fetch that does not want it meanwhile leaves it to
-    that read, which drops it, and gets its own fresh read after it."""
-    broker = busy_broker()
-    async with proxy_in_process(broker) as proxy:
-        pool = proxy.running.services.pool
-        start = pool.available_bytes
-        consumer, _ = await active_consumer(proxy)
-        broker.fetch_delay_s = 1.0
-        for offset in (4, 6):  # from the read-aheads; the one for offset 6 answers at +1 s
-            await consumer.send(fetch(offset=offset), 12)
-            assert records((await consumer.receive())[1]) == batch_at(offset) + batch_at(offset + 1)
-        for offset in range(_BATCHES, _BATCHES + 3):  # more to read, past what 8 returns
-            broker.append("t", 0, batch_at(offset))
-        await consumer.send(fetch(offset=8), 12)
-        await consumer.receive()
-        sent = trio.current_time()
-        await trio.sleep(0.1)  # the read-ahead for offset 10 is on its way (until +1 s)
-        assert read_aheads(proxy, "sent") == 3
-        seek_id = await consumer.send(fetch(offset=0), 12)
-        with trio.fail_after(60):  # virtual time: a reader stuck on a dropped answer fails
-            correlation_id, response, at = await consumer.receive()
-        assert correlation_id == seek_id
-        assert records(response) == batch_at(0) + batch_at(1)
-        # Behind the read-ahead on the same connection: its answer at +1 s, then this one's.
-        assert round(at - sent, 6) == 2.0
-        await trio.sleep(3)  # (the read-ahead sent after this answer comes at +3 s)
-        assert read_aheads(proxy, "discarded") == 1
-        metadata_id = await consumer.send(MetadataRequest(topics=None), 12)
-        assert (await consumer.receive())[0] == metadata_id
-        await consumer.stream.aclose()
-        await trio.testing.wait_all_tasks_blocked()
-        assert pool.available_bytes == start
-
-
 class _IdleWatchRounds(trio.abc.Instrument):
     """Counts how often upstream links' idle watches are scheduled to run."""
 
@@ -260,12 +222,12 @@ async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_no
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A consumer that pauses past connections.upstream_idle_timeout_ms with a read-ahead's
-    answer read and waiting: the link stays open for it, and its idle watch looks again an
-    idle time later instead of spinning on a deadline already past."""
+    answer awaited: the link stays open for it, and its idle watch looks again an idle time
+    later instead of spinning on a deadline already past."""
     broker = busy_broker()
     async with proxy_in_process(broker) as proxy:
         consumer, first_ids = await active_consumer(proxy)
-        await trio.testing.wait_all_tasks_blocked()  # the read-ahead's answer is read
+        await trio.testing.wait_all_tasks_blocked()  # the read-ahead is answered
         rounds = _IdleWatchRounds()
         autojump_clock.autojump_threshold = math.inf
         trio.lowlevel.add_instrument(rounds)
