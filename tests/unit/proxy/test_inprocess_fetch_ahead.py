@@ -16,7 +16,7 @@ from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
 from tests.support.load_wire import record_batch
 from tests.support.scripted_broker import ScriptedBroker
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
-from wire.messages import MetadataRequest
+from wire.messages import FetchRequest, MetadataRequest
 
 #: Batches on the partition, one offset each; each Fetch answer carries at most two.
 _BATCHES = 8
@@ -243,3 +243,37 @@ async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_no
         assert records((await consumer.receive())[1]) == batch_at(4) + batch_at(5)
         assert read_aheads(proxy, "used") == 1
         assert [c for c, _ in upstream_offsets(broker) if c > 0] == first_ids
+
+
+def session_fetch(offset: int, session_id: int, epoch: int) -> FetchRequest:
+    """A fetch in a KIP-227 session: epoch 0 opens one (full), later epochs are incremental
+    and name the partition because its offset moved."""
+    request = fetch(offset=offset)
+    request.session_id, request.session_epoch = session_id, epoch
+    return request
+
+
+async def test_an_incremental_session_fetch_is_answered_from_the_read_ahead(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The client's session ends at the proxy; what the read-ahead must match is the
+    session's whole partition set after the incremental request's changes."""
+    broker = busy_broker()
+    async with proxy_in_process(broker) as proxy:
+        consumer = await proxy.client()
+        await consumer.send(MetadataRequest(topics=None), 12)
+        await consumer.receive()
+        ids, session_id = [], 0
+        for epoch, offset in enumerate((0, 2, 4, 6)):
+            ids.append(await consumer.send(session_fetch(offset, session_id, epoch), 12))
+            correlation_id, response, _ = await consumer.receive()
+            assert correlation_id == ids[-1]
+            assert response.error_code == 0
+            assert records(response) == batch_at(offset) + batch_at(offset + 1)
+            session_id = session_id or response.session_id
+            assert response.session_id == session_id != 0
+        await trio.testing.wait_all_tasks_blocked()
+        # The first two fetches asked upstream themselves; the last two were read ahead.
+        assert [c for c, _ in upstream_offsets(broker) if c > 0] == ids[:2]
+        assert [o for c, o in upstream_offsets(broker) if c < 0] == [4, 6]
+        assert read_aheads(proxy, "used") == 2
