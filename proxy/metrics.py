@@ -143,6 +143,15 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.read_aheads = Counter(
+            f"{PREFIX}_read_aheads",
+            "Read-aheads for active consumers (proxy/connection/fetch_ahead.py), by outcome: "
+            "sent (an upstream fetch sent before the client asked), used (it was the client's "
+            "next fetch's first look; also counted as upstream_fetches immediate), discarded "
+            "(the next fetch asked for something else, or the connection closed).",
+            ["outcome"],
+            registry=r,
+        )
         self.tls_handshake_failures = Counter(
             f"{PREFIX}_tls_handshake_failures",
             "Client TLS handshakes that failed (proxy.tls.ServerTls), by listener and reason "

@@ -171,6 +171,7 @@ class ClientConnection:
                 self._upstream,
                 self._owed_lot,
                 passthrough=services.passthrough,
+                metrics=services.metrics,
             )
         self._answer_wait = trio.CancelScope()
         self._held_answer: _HeldAnswer | None = None

@@ -18,9 +18,18 @@
 #                             - otherwise the response pump's HeldRequests.answer does all its
 #                               reads (shared channels: an idle consumer's connection can close)
 #   response pump   `answer`  the response, as parts to write without joining (writev); the
-#                             empty answer of an idle incremental session is encoded once
-#                             and reused with the correlation id in place
+#                             empty answer of an idle consumer is encoded once and reused
+#                             with the correlation id in place; for an active consumer whose
+#                             answer carried records, the read-ahead of its next fetch goes
+#                             upstream before the answer is written
 #                   `finish`  once written: its memory back to the pool, the next fetch's turn
+#
+# Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection, and only while the
+# client's last fetch was the one predicted from the answer before it): `start` uses it as
+# the fetch's first look when it is exactly that (no new upstream request), and otherwise
+# discards it (its answer dropped on the link, its lease released) before the fetch goes its
+# usual way. Only from pool memory nobody waits for (`try_allocate`, and only while the pool
+# has a whole response budget free): a speculative read never mutes a client.
 #
 # One fetch at a time per connection: a client that pipelines fetches and never reads the
 # answers waits for the turn (TCP back-pressure) instead of holding response budgets of the pool.
@@ -36,6 +45,7 @@ from typing import NamedTuple
 
 import trio
 
+from proxy.connection.fetch_ahead import Predictions, ReadAhead, serves
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch
 from proxy.connection.upstream_link import UpstreamLink
@@ -43,6 +53,7 @@ from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.fetch_session import ContextKind, FetchContext
 from proxy.held.service import FetchTicket, HeldRequests
 from proxy.memory import MemoryPool
+from proxy.metrics import Metrics
 from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
@@ -89,9 +100,11 @@ class ClientFetches:
         respond_wake: the lot the response pump parks on; a fetch held at once unparks it
             when it is done.
         passthrough: the client's identity reads its records (see the module header).
+        metrics: read-aheads are counted there.
 
-    Resource handling: ``abandon`` returns the memory of every fetch still in progress and
-    takes its wait out of the purgatory; the connection calls it when it ends.
+    Resource handling: ``abandon`` returns the memory of every fetch still in progress (and
+    of a read-ahead) and takes its wait out of the purgatory; the connection calls it when it
+    ends.
     """
 
     def __init__(
@@ -104,6 +117,7 @@ class ClientFetches:
         respond_wake: trio.lowlevel.ParkingLot,
         *,
         passthrough: bool,
+        metrics: Metrics,
     ) -> None:
         self._held = held
         self._node_id = node_id
@@ -121,6 +135,16 @@ class ClientFetches:
         self._repeat: tuple[FetchRepeat, RequestPlan] | None = None
         # Encoded empty answers by (version, session id), correlation id 0.
         self._empty_answers: dict[tuple[int, int], bytes] = {}
+        # The upstream request of the first look of the fetch whose turn it is, when it went
+        # on this connection (what a read-ahead is predicted from), and the read-ahead in
+        # flight.
+        self._looked: FetchRequest | None = None
+        self._ahead: ReadAhead | None = None
+        self._predictions = Predictions()
+        read_aheads = metrics.read_aheads
+        self._aheads_sent = read_aheads.labels("sent")
+        self._aheads_used = read_aheads.labels("used")
+        self._aheads_discarded = read_aheads.labels("discarded")
 
     def repeat(self, body: memoryview) -> tuple[RequestPlan, FetchTicket] | None:
         """The plan and ticket of an idle consumer's repeated fetch, recognised without
@@ -179,13 +203,30 @@ class ClientFetches:
         except trio.WouldBlock:
             await self._turn.acquire()
         self._tickets.add(ticket)
+        first_look: FetchRequest | None = None
+        if ticket.ask_upstream and link.is_open and not self._passthrough:
+            first_look = held.immediate_request(ticket)
+        self._predictions.fetched(first_look)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            version = plan.header.api_version
+            if first_look is not None and serves(ahead, first_look, version, link.generation):
+                # Its first look is asked already (perhaps answered): no new upstream request.
+                ticket.lease = ahead.lease
+                self._looked = ahead.request
+                self._aheads_used.inc()
+                slot = HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s),
+                                 first_sent=True, ahead_id=ahead.correlation_id)  # fmt: skip
+                await owe(slot)
+                return
+            self._discard(ahead)
         if ticket.nothing_new and held.hold_now(ticket, self._respond_wake):
             # Held already: the response pump is woken by the end of the hold, not now.
             await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
             return
         muted_s = arrival.muted_s
         first: bytes | None = None
-        if ticket.ask_upstream and link.is_open and not self._passthrough:
+        if first_look is not None:
             lease = self._pool.try_allocate(held.response_max_bytes)
             if lease is None:
                 parked_s = trio.current_time()
@@ -194,12 +235,13 @@ class ClientFetches:
             lease.hand_off()  # released by finish (ticket.release)
             ticket.lease = lease
             header = plan.header
-            body = encode(held.immediate_request(ticket), header.api_version)
+            body = encode(first_look, header.api_version)
             first = framed(encode_request_header(header), body)
         arrival = _sent_now(arrival, muted_s)
         if first is None or not link.is_open:  # (closed while muted: the shared way, then)
             await owe(HeldFetch(plan, ticket, arrival))
             return
+        self._looked = first_look
         await link.forward(
             owe, HeldFetch(plan, ticket, arrival, first_sent=True), first, may_defer=False
         )
@@ -213,11 +255,22 @@ class ClientFetches:
         if self._known is not None:  # passthrough: the client's own identity reads
             reads = OwnReads(self._upstream, header.client_id, self._known)
         elif slot.first_sent:
-            frame = await self._upstream.answer(slot.plan.correlation_id)
+            ahead_id = slot.ahead_id
+            frame = await self._upstream.answer(
+                slot.plan.correlation_id if ahead_id is None else ahead_id
+            )
             body = memoryview(frame)[_SIZE_BYTES:]
             _, start = parse_response_header(body, header_version)
             first = decode(FetchResponse, body[start:], version)
+            if ahead_id is not None and _has_error(first):
+                # Read before the client asked: an error may be stale. Ask afresh (the shared
+                # way: HeldRequests.answer's own first look).
+                ticket.release()
+                first = None
+        looked, self._looked = self._looked, None
         response = await self._held.answer(ticket, reads, first)
+        if looked is not None and first is not None and not ticket.held_ms and not ticket.expired:
+            await self._read_ahead(looked, response, header.api_version, header.client_id)
         upstream_done_s = trio.current_time() - ticket.held_ms / 1000
         if response.node_endpoints:
             advertise_node_endpoints(response, self._brokers)
@@ -244,6 +297,41 @@ class ClientFetches:
         frame[_CORRELATION_ID] = correlation_id.to_bytes(4, "big", signed=True)
         return frame
 
+    async def _read_ahead(
+        self, looked: FetchRequest, response: FetchResponse, version: int, client_id: str | None
+    ) -> None:
+        """Send the read-ahead of the client's next fetch, if there is one worth sending
+        (fetch_ahead.Predictions) and pool memory nobody waits for (see the module header)."""
+        link, pool = self._upstream, self._pool
+        request = self._predictions.answered(looked, response)
+        if request is None or self._ahead is not None or not link.is_open:
+            return
+        size = self._held.response_max_bytes
+        if pool.limit_bytes >= 0 and pool.available_bytes < size:
+            return  # memory is short: speculate only with what nobody needs
+        lease = pool.try_allocate(size)
+        if lease is None:
+            return
+        lease.hand_off()  # released by the request pump (used or discarded) or by abandon
+        try:
+            correlation_id = await link.send_ahead(version, client_id, encode(request, version))
+        except BaseException:
+            lease.release()
+            raise
+        if correlation_id is None:
+            lease.release()
+            return
+        self._ahead = ReadAhead(request, version, correlation_id, link.generation, lease)
+        self._aheads_sent.inc()
+
+    def _discard(self, ahead: ReadAhead) -> None:
+        """The client's next fetch is not the read-ahead: drop its answer (the connection
+        answers in order: it is skipped when it comes) and release its memory."""
+        if ahead.generation == self._upstream.generation:
+            self._upstream.drop(ahead.correlation_id)
+        ahead.release()
+        self._aheads_discarded.inc()
+
     def finish(self, ticket: FetchTicket) -> None:
         """The response is written: its memory is the pool's again, the next fetch's turn."""
         ticket.release()
@@ -254,6 +342,16 @@ class ClientFetches:
         """The connection ended: no fetch of it keeps memory or a place in the purgatory."""
         for ticket in self._tickets:
             ticket.abandon()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.release()
+
+
+def _has_error(response: FetchResponse) -> bool:
+    """Whether the fetch, or any partition of it, was answered with an error."""
+    return bool(response.error_code) or any(
+        data.error_code for topic in response.responses for data in topic.partitions
+    )
 
 
 def _may_repeat(request: FetchRequest, context: FetchContext) -> bool:

@@ -115,12 +115,15 @@ class HeldProduce:
 class HeldFetch:
     """A fetch the proxy answers itself. ``first_sent``: its first look went upstream on the
     client's own connection, with the client's correlation id (an active consumer's; see
-    client.py); otherwise HeldRequests.answer does all its upstream reads."""
+    client.py); otherwise HeldRequests.answer does all its upstream reads. ``ahead_id``: that
+    first look is a read-ahead sent before the fetch came, under this id of the proxy's own
+    (proxy/connection/fetch_ahead.py), already in the upstream ledger."""
 
     plan: RequestPlan
     ticket: FetchTicket
     arrival: Arrival
     first_sent: bool = False
+    ahead_id: int | None = None
 
 
 Slot = Local | Forwarded | HeldFetch | HeldProduce
@@ -182,7 +185,7 @@ class Connection:
                 self._optional -= 1
             return
         if isinstance(slot, HeldFetch):
-            if slot.first_sent:
+            if slot.first_sent and slot.ahead_id is None:
                 self._upstream.append((slot.plan.header.correlation_id, False))
         elif not isinstance(slot, Local):
             self._upstream.append((slot.plan.header.correlation_id, False))

@@ -9,8 +9,9 @@
 #            authentication), and re-opened on the next request that needs it;
 #   answers  read in the order the ledger (proxy/connection/state.Connection) says they were
 #            sent. Only when the response pump sent a request of its own (passthrough reads,
-#            `own_request`) can answers to later client requests come before the one it
-#            awaits: they wait in `_early` for their turn.
+#            `own_request`; a read-ahead, `send_ahead`) can answers to later client requests
+#            come before the one it awaits: they wait in `_early` for their turn (a read-ahead's
+#            answer waits there for the client's next fetch, or is dropped, `drop`).
 #
 # Writes go through a StreamWriter (proxy/framed.py): the request pump may `defer` a frame
 # while the client's next one is already in hand, so a pipelined batch goes upstream in one
@@ -21,7 +22,11 @@
 # Concurrency without locks where possible: only the request pump adds to the ledger and it
 # marks the span from owing a slot to sending it (`forward`); the idle check (nothing
 # awaited, nothing deferred) and the closing happen between checkpoints, at one instant. In
-# passthrough both pumps send, so sends take a lock there and nothing is deferred.
+# passthrough both pumps send, so sends take a lock there and nothing is deferred. The one
+# send of the response pump with the proxy's identity, a read-ahead, goes only while the
+# request pump is not forwarding, and marks its own span (`_ahead_sent`): a forward or flush
+# of the request pump waits for its end (a read-ahead is ~100 bytes: on a socket it is one
+# write that does not wait).
 """A client connection's own upstream connection: opened on need, closed when idle."""
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from proxy.connection.services import ConnectionServices
 from proxy.connection.state import Connection
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
 from proxy.framed import Flushable, FrameReader, PeerClosed, StreamWriter
+from wire.apis import ApiKey
 from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header
 
@@ -84,6 +90,12 @@ class UpstreamLink:
         self._send_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._forwarding = False  # between owing a slot and sending its frame (forward)
+        # Set while the response pump sends a read-ahead (send_ahead): the request pump's
+        # sends wait for it.
+        self._ahead_sent: trio.Event | None = None
+        #: How many times the connection was opened: answers awaited on one opening never
+        #: come on the next (a read-ahead remembers its opening).
+        self.generation = 0
 
     def bind(self, nursery: trio.Nursery) -> None:
         """Where the idle watch of each opened connection runs (the client connection's)."""
@@ -107,6 +119,7 @@ class UpstreamLink:
             stream, read_ahead=self._read_ahead, flush=self._flush_before_wait
         )
         self._out = StreamWriter(stream)
+        self.generation += 1
         self._used_s = trio.current_time()
         self._services.metrics.upstream_open.inc()
         if self._idle_s and self._nursery is not None:
@@ -128,6 +141,8 @@ class UpstreamLink:
             UpstreamFailed: it cannot be opened, or broke.
         """
         await self.open()
+        while self._ahead_sent is not None:  # the response pump is sending (send_ahead)
+            await self._ahead_sent.wait()
         self._forwarding = True
         await owe(slot)
         out = self._out
@@ -165,6 +180,8 @@ class UpstreamLink:
 
     async def flush(self) -> None:
         """Write what was deferred (nothing to do without a connection)."""
+        while self._ahead_sent is not None:  # the response pump is sending (send_ahead)
+            await self._ahead_sent.wait()
         out = self._out
         if out is not None and out.pending_bytes:
             try:
@@ -215,6 +232,34 @@ class UpstreamLink:
         await self.send(framed(encode_request_header(header), body))
         return await self.answer(correlation_id)
 
+    async def send_ahead(self, version: int, client_id: str | None, body: bytes) -> int | None:
+        """Send a Fetch of the proxy's own (a read-ahead, proxy/connection/fetch_ahead.py)
+        from the response pump, after everything sent so far; its correlation id, or None
+        when it cannot go now (no connection, passthrough, or the request pump is between
+        owing a slot and sending it: the read-ahead is skipped, never waited for). Its answer
+        is read with ``answer`` or dropped with ``drop``.
+
+        Raises:
+            UpstreamFailed: the connection broke while sending.
+        """
+        if self._stream is None or self._shared_sends or self._forwarding:
+            return None
+        correlation_id = self._conn.expect_own_answer()
+        header = RequestHeader(ApiKey.FETCH, version, correlation_id, client_id)
+        sent = self._ahead_sent = trio.Event()
+        try:
+            await self.send(framed(encode_request_header(header), body))
+        finally:
+            self._ahead_sent = None
+            sent.set()
+        return correlation_id
+
+    def drop(self, correlation_id: int) -> None:
+        """Nobody wants the answer to ``correlation_id`` any more (a discarded read-ahead):
+        forgotten if it was read already, skipped when it comes (Connection.give_up)."""
+        self._conn.give_up(correlation_id)
+        self._early.pop(correlation_id, None)
+
     async def aclose(self) -> None:
         """Close the connection; answers it still owed are forgotten."""
         stream, self._stream, self._reader, self._out = self._stream, None, None, None
@@ -225,16 +270,22 @@ class UpstreamLink:
             await trio.aclose_forcefully(stream)
 
     async def _close_when_idle(self, stream: trio.abc.Stream) -> None:
+        """Close the connection once unused for the idle time with nothing awaited on it. One
+        still busy then (an answer awaited, or read for a later taker) is looked at again a
+        whole idle time later: a deadline already past would make this loop spin."""
         while self._stream is stream:
             await trio.sleep_until(self._used_s + self._idle_s)
+            if self._stream is not stream or trio.current_time() < self._used_s + self._idle_s:
+                continue  # closed, or used meanwhile: wait for the new deadline
             if (
-                self._stream is stream
-                and not self._forwarding
+                not self._forwarding
                 and not self.pending_bytes
                 and self._conn.upstream_idle
-                and trio.current_time() >= self._used_s + self._idle_s
+                and not self._early  # (an answer read for a later taker: a read-ahead's)
             ):
                 await self.aclose()
+            else:
+                self._used_s = trio.current_time()  # busy: counts as used now
 
     async def _connect(self) -> trio.abc.Stream:
         services = self._services

@@ -10,6 +10,8 @@
 #     for an append or its max_wait_ms (`long_poll = False`: a fetch with min_bytes > 0 ignores
 #     appends and always waits max_wait_ms, which lets a test tell a wake-up by the proxy's
 #     upstream watcher from one by a produce through the proxy). min_bytes 0 is answered at once.
+#     `max_blobs_per_fetch` returns at most that many blobs per partition (a broker that stops
+#     at max_bytes); `fetch_requests` keeps every Fetch with its correlation id.
 #   - SASL (passthrough tests): with `users` set, a connection may authenticate with
 #     SaslHandshake v1 + SaslAuthenticate PLAIN; `session_lifetime_ms` is handed out and enforced
 #     as Kafka does (past it, anything but a SaslHandshake closes the connection); a failed
@@ -139,6 +141,10 @@ class ScriptedBroker:
         self.session_lifetime_ms = 0
         self.fetch_denied: set[str | None] = set()
         self.fetch_log: list[FetchByPrincipal] = []
+        #: At most this many blobs per partition in a Fetch answer (None: all of them).
+        self.max_blobs_per_fetch: int | None = None
+        #: Every Fetch received: (correlation id, request).
+        self.fetch_requests: list[tuple[int, FetchRequest]] = []
         self._appended = trio.lowlevel.ParkingLot()
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
@@ -252,6 +258,7 @@ class ScriptedBroker:
             response = produce
         elif api_key == ApiKey.FETCH:
             assert isinstance(request, FetchRequest)
+            self.fetch_requests.append((header.correlation_id, request))
             if session.principal in self.fetch_denied:
                 response = fetch_denied(request)
             else:
@@ -344,13 +351,14 @@ class ScriptedBroker:
             partitions = []
             for wanted in topic.partitions:
                 log = self.logs.get((topic.topic, wanted.partition), [])
+                blobs = log[wanted.fetch_offset :][: self.max_blobs_per_fetch]
                 partitions.append(
                     PartitionData(
                         partition_index=wanted.partition,
                         high_watermark=len(log),
                         last_stable_offset=len(log),
                         log_start_offset=0,
-                        records=b"".join(log[wanted.fetch_offset :]),
+                        records=b"".join(blobs),
                     )
                 )
             topics.append(FetchableTopicResponse(topic=topic.topic, partitions=partitions))

@@ -1,0 +1,165 @@
+# Strategy: reading ahead for an active consumer (issue 17: consume 1 KiB >= 0.9x direct).
+#
+# A consumer has one fetch in flight per broker, so its fetch cycle is serial: the broker builds
+# the answer, the answer crosses to the client, the client parses it and sends its next fetch.
+# Through the proxy the broker's part waits for the client's next fetch to reach the proxy. A
+# read-ahead sends that next upstream read when the proxy writes the current answer, so the
+# broker builds it while the client is still reading and parsing, and the client's next fetch
+# finds its first look already asked (or answered).
+#
+#   the answer of a fetch whose first look went on the client's own upstream connection
+#   (an active consumer; never one the purgatory held, never in passthrough) carried records:
+#       `next_read` predicts the upstream request of the client's next fetch: the same one
+#       with each partition's fetch offset moved past the last complete batch it returned
+#       (partitions that returned nothing keep theirs). None when there is nothing to read
+#       ahead: no records, an error, or every partition already at its readable end (a
+#       consumer that caught up waits in the purgatory, not on a speculative read).
+#   the client's next fetch arrives:
+#       `serves` says whether the read-ahead is exactly that fetch's first look (the very
+#       upstream request it would send, on the same opening of the same connection); if so it
+#       is its first look, otherwise it is discarded (the fetch goes its usual way).
+#   `Predictions` keeps the prediction made from each answer, sent or not, and sends
+#       read-aheads only while the client's last fetch was the one predicted for it. Not every
+#       client asks where its last answer ended: kafka-python (2.x) sends its next fetch while
+#       records of the last one are still buffered, from the offset it has consumed so far,
+#       and every read-ahead for it would be a wasted upstream read of max_bytes. Such a client
+#       costs one prediction per answer and no read-ahead; librdkafka and aiokafka ask exactly
+#       where the answer ended (measured: every read-ahead used).
+#
+# Nothing here does I/O: proxy/connection/fetches.py sends, reads and drops (see ReadAhead).
+"""Reading ahead for an active consumer: predicting and matching its next fetch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from uuid import UUID
+
+from proxy.memory import Lease
+from wire.errors import CorruptRecords
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_response import FetchResponse
+from wire.records import RecordBatchHeader, iter_batches
+
+__all__ = ["Predictions", "ReadAhead", "next_read", "serves"]
+
+#: READ_COMMITTED: the readable end is the last stable offset.
+_READ_COMMITTED = 1
+
+
+@dataclass(slots=True, eq=False)
+class ReadAhead:
+    """One read-ahead in flight on a client's upstream connection.
+
+    Attributes:
+        request: the upstream fetch sent (what the client's next fetch must ask for exactly).
+        version: its Fetch version (the client's).
+        correlation_id: the proxy's own id it went under (Connection.expect_own_answer).
+        generation: which opening of the upstream connection carries it
+            (UpstreamLink.generation): a connection closed and opened again does not.
+        lease: its response budget, taken from the pool without waiting (KIP-72); it becomes
+            the fetch's lease when used, and is released when discarded or when the
+            connection ends.
+    """
+
+    request: FetchRequest
+    version: int
+    correlation_id: int
+    generation: int
+    lease: Lease
+
+    def release(self) -> None:
+        """Give its response budget back to the pool (once)."""
+        if not self.lease.released:
+            self.lease.release()
+
+
+def next_read(sent: FetchRequest, response: FetchResponse) -> FetchRequest | None:
+    """The upstream request of the client's next fetch, as predicted from ``response`` (the
+    answer the client is getting to ``sent``), or None when nothing is worth reading ahead.
+
+    A partition moves to the offset past the last *complete* batch it returned (a client
+    skips a trailing partial batch and asks for it again); its last fetched epoch (KIP-320),
+    if the client sends one, becomes that batch's leader epoch. Partitions absent from the
+    response (an incremental session's partitions without news) keep their offset.
+    """
+    if response.error_code:
+        return None
+    moved: dict[tuple[str | UUID, int], tuple[int, int]] = {}
+    more = False
+    isolation = sent.isolation_level
+    for topic in response.responses:
+        name: str | UUID = topic.topic_id if topic.topic_id.int else topic.topic
+        for data in topic.partitions:
+            if data.error_code:
+                return None  # the client reacts to errors (metadata, reset): let it ask
+            if not data.records:
+                continue
+            last: RecordBatchHeader | None = None
+            try:
+                for batch in iter_batches(data.records):
+                    last = batch
+            except CorruptRecords:
+                return None
+            if last is None:
+                continue
+            moved[name, data.partition_index] = (last.next_offset, last.partition_leader_epoch)
+            readable = (
+                data.last_stable_offset
+                if isolation == _READ_COMMITTED and data.last_stable_offset >= 0
+                else data.high_watermark
+            )
+            more = more or last.next_offset < readable
+    if not more:
+        return None
+    return replace(sent, topics=[_moved(wanted, moved) for wanted in sent.topics])
+
+
+def _moved(wanted: FetchTopic, moved: dict[tuple[str | UUID, int], tuple[int, int]]) -> FetchTopic:
+    """``wanted`` with the partitions in ``moved`` at their next offset and epoch."""
+    name = wanted.topic_id if wanted.topic_id.int else wanted.topic
+    partitions: list[FetchPartition] = []
+    for partition in wanted.partitions:
+        step = moved.get((name, partition.partition))
+        if step is not None:
+            offset, epoch = step
+            partition = replace(
+                partition,
+                fetch_offset=offset,
+                last_fetched_epoch=epoch if partition.last_fetched_epoch >= 0 else -1,
+            )
+        partitions.append(partition)
+    return replace(wanted, partitions=partitions)
+
+
+def serves(ahead: ReadAhead, first_look: FetchRequest, version: int, generation: int) -> bool:
+    """Whether ``ahead`` is exactly the first look a fetch would send now (``first_look``,
+    at ``version``) on the upstream connection's opening ``generation``: same partitions in
+    the same order at the same offsets and epochs, same isolation level, sizes and wait."""
+    return (
+        ahead.generation == generation and ahead.version == version and ahead.request == first_look
+    )
+
+
+class Predictions:
+    """Whether one connection's fetches follow the predictions (see the module header):
+    ``trusted`` once the client's fetch was the one predicted from the answer before it, and
+    until one is not. Not trusted at first: a read-ahead goes from the second answer on."""
+
+    __slots__ = ("_next", "trusted")
+
+    def __init__(self) -> None:
+        self._next: FetchRequest | None = None
+        self.trusted = False
+
+    def fetched(self, first_look: FetchRequest | None) -> None:
+        """A fetch came whose first look would be ``first_look`` (None: it asks nothing
+        upstream at once, or not on the client's own connection)."""
+        predicted, self._next = self._next, None
+        if predicted is not None:
+            self.trusted = first_look is not None and first_look == predicted
+
+    def answered(self, looked: FetchRequest, response: FetchResponse) -> FetchRequest | None:
+        """The client gets ``response`` to the first look ``looked``: the read-ahead to send,
+        or None (nothing to read ahead, or the client does not ask where its answers end)."""
+        self._next = predicted = next_read(looked, response)
+        return predicted if self.trusted else None
