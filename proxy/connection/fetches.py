@@ -172,7 +172,9 @@ class ClientFetches:
             return None  # a follower's fetch: not a client's, not ours to hold
         ticket = self._held.plan(self._node_id, request, version, self._known)
         # (passthrough plans only what its connection has read: no repeats there)
-        if self._known is None and _may_repeat(request, ticket.context):
+        # Learnt from a fetch the proxy knows has nothing new: an active consumer's fetches
+        # differ each time, and learning costs three encodes.
+        if self._known is None and ticket.nothing_new and _may_repeat(request, ticket.context):
             self._learn_repeat(plan, body, request, ticket)
         return ticket
 
