@@ -28,8 +28,10 @@
 # client's last fetch was the one predicted from the answer before it): `start` uses it as
 # the fetch's first look when it is exactly that (no new upstream request), and otherwise
 # discards it (its answer dropped on the link, its lease released) before the fetch goes its
-# usual way. Only from pool memory nobody waits for (`try_allocate`, and only while the pool
-# has a whole response budget free): a speculative read never mutes a client.
+# usual way. Only from pool memory nobody waits for (`try_allocate`), and only while the pool
+# stays at least half free with it: a read-ahead keeps its budget until the client's next
+# fetch, and consumers that pause with one out must not take the memory other clients' requests
+# need (speculation holds at most half the pool, plus one budget).
 #
 # One fetch at a time per connection: a client that pipelines fetches and never reads the
 # answers waits for the turn (TCP back-pressure) instead of holding response budgets of the pool.
@@ -309,8 +311,8 @@ class ClientFetches:
         if request is None or self._ahead is not None or not link.is_open:
             return
         size = self._held.response_max_bytes
-        if pool.limit_bytes >= 0 and pool.available_bytes < size:
-            return  # memory is short: speculate only with what nobody needs
+        if pool.limit_bytes >= 0 and pool.available_bytes - size < pool.limit_bytes / 2:
+            return  # speculate only with the half of the pool (see the module header)
         lease = pool.try_allocate(size)
         if lease is None:
             return
@@ -347,6 +349,7 @@ class ClientFetches:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             ahead.release()
+            self._aheads_discarded.inc()
 
 
 def _has_error(response: FetchResponse) -> bool:

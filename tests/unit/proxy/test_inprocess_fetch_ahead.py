@@ -277,3 +277,20 @@ async def test_an_incremental_session_fetch_is_answered_from_the_read_ahead(
         assert [c for c, _ in upstream_offsets(broker) if c > 0] == ids[:2]
         assert [o for c, o in upstream_offsets(broker) if c < 0] == [4, 6]
         assert read_aheads(proxy, "used") == 2
+
+
+async def test_a_read_ahead_never_takes_the_pool_below_half_free(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Consumers that pause with a read-ahead out keep its budget: speculation may use only
+    the half of the pool (here 1.5 MiB, and a response budget of 1 MiB, the largest
+    allocation: taking it would leave a third free)."""
+    broker = busy_broker()
+    async with proxy_in_process(
+        broker, memory={"limit": "1536KiB", "socket_request_max_bytes": "1MiB"}
+    ) as proxy:
+        pool = proxy.running.services.pool
+        start = pool.available_bytes
+        await active_consumer(proxy)
+        assert read_aheads(proxy, "sent") == 0
+        assert pool.available_bytes == start
