@@ -76,6 +76,17 @@ async def active_consumer(proxy: InProcessProxy) -> tuple[WireClient, list[int]]
     return consumer, ids
 
 
+async def consumer_with_read_ahead(proxy: InProcessProxy) -> tuple[WireClient, int]:
+    """An active consumer with a read-ahead out (its response budget taken from the pool),
+    and the pool's available bytes before the consumer came."""
+    pool = proxy.running.services.pool
+    start = pool.available_bytes
+    consumer, _ = await active_consumer(proxy)
+    assert read_aheads(proxy, "sent") == 1
+    assert pool.available_bytes < start  # the read-ahead's response budget
+    return consumer, start
+
+
 async def test_the_next_fetch_is_answered_from_the_read_ahead_without_a_new_upstream_fetch(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -115,11 +126,8 @@ async def test_a_seek_discards_the_read_ahead_and_a_fresh_read_serves_the_fetch(
 ) -> None:
     broker = busy_broker()
     async with proxy_in_process(broker) as proxy:
+        consumer, start = await consumer_with_read_ahead(proxy)
         pool = proxy.running.services.pool
-        start = pool.available_bytes
-        consumer, _ = await active_consumer(proxy)
-        assert read_aheads(proxy, "sent") == 1
-        assert pool.available_bytes < start  # the read-ahead's response budget
         # Seek to the last batch: not where the read-ahead reads (offset 4).
         seek_id = await consumer.send(fetch(offset=7), 12)
         correlation_id, response, _ = await consumer.receive()
@@ -141,14 +149,11 @@ async def test_closing_the_connection_with_a_read_ahead_in_flight_releases_its_m
 ) -> None:
     broker = busy_broker()
     async with proxy_in_process(broker) as proxy:
-        pool = proxy.running.services.pool
-        start = pool.available_bytes
-        consumer, _ = await active_consumer(proxy)
-        assert read_aheads(proxy, "sent") == 1
-        assert pool.available_bytes < start
+        consumer, start = await consumer_with_read_ahead(proxy)
         await consumer.stream.aclose()
         await trio.testing.wait_all_tasks_blocked()
-        assert pool.available_bytes == start
+        assert proxy.running.services.pool.available_bytes == start
+        assert read_aheads(proxy, "discarded") == 1
 
 
 async def test_forwarded_requests_between_fetches_keep_client_order(
