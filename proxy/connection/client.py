@@ -301,14 +301,14 @@ class ClientConnection:
                         timeouts.stand_down()
                         lease = await pool.allocate(size)
                         muted_s = trio.current_time() - arrival_s
-                    arrival = Arrival(arrival_s, ts, muted_s, size + _SIZE_BYTES, arrival_s)
                     with lease:
                         frame = await self._read_body(reader, size)
                         body = memoryview(frame)[_SIZE_BYTES:]
                         # An idle consumer's repeated fetch needs no planning (fetches.py).
                         held_fetch = fetches.repeat(body) if fetches is not None else None
                         if held_fetch is None:
-                            held_fetch = await self._pass_on(frame, arrival, reader)
+                            held_fetch = await self._pass_on(frame, reader, arrival_s, ts,
+                                                             muted_s)  # fmt: skip
                         # The lease ends with this block: the buffer must not outlive it
                         # (a parked connection would keep its last frame alive).
                         del frame, body
@@ -316,6 +316,7 @@ class ClientConnection:
                         # A fetch the proxy answers itself; the request's memory is free again.
                         assert fetches is not None
                         plan, ticket = held_fetch
+                        arrival = Arrival(arrival_s, ts, muted_s, size + _SIZE_BYTES, arrival_s)
                         await fetches.start(plan, ticket, arrival, self._owe)
         finally:
             self._conn.end_requests()
@@ -328,11 +329,12 @@ class ClientConnection:
             raise IdleTimeout(f"idle for {idle_s:g} s (connections.idle_timeout_ms)")
 
     async def _pass_on(
-        self, frame: bytearray, arrival: Arrival, reader: FrameReader
+        self, frame: bytearray, reader: FrameReader, arrival_s: float, ts: float, muted_s: float
     ) -> tuple[RequestPlan, FetchTicket] | None:
-        """Plan a request and pass it on: answered here, forwarded upstream (its slot owed),
-        or, for a Fetch the proxy answers itself, its plan and ticket for the caller to start
-        once the request's memory is free again (``arrival.sent_s``: not yet sent)."""
+        """Plan a request (``frame``, size prefix included, arrived at ``arrival_s`` / epoch
+        ``ts`` after ``muted_s`` in the pool) and pass it on: answered here, forwarded
+        upstream (its slot owed), or, for a Fetch the proxy answers itself, its plan and ticket
+        for the caller to start once the request's memory is free again."""
         auth, link = self._auth, self._upstream
         passthrough = auth.passthrough
         body = memoryview(frame)[_SIZE_BYTES:]
@@ -345,6 +347,7 @@ class ClientConnection:
             plan = self._known_api_versions(plan)
         if isinstance(plan, LocalAnswer):
             api = peek_request_header(body)[:2]
+            arrival = Arrival(arrival_s, ts, muted_s, len(frame), arrival_s)
             await self._owe(Local(plan.correlation_id, api, plan.response, arrival))
             return None
         trusted = not passthrough or auth.trusted(trio.current_time())
@@ -353,8 +356,7 @@ class ClientConnection:
             return plan, ticket
         # sent_s is set before the slot is owed: the response pump may take it (and start a
         # held produce's clock) before we send.
-        arrival = Arrival(arrival.arrival_s, arrival.ts, arrival.muted_s, arrival.request_bytes,
-                          trio.current_time())  # fmt: skip
+        arrival = Arrival(arrival_s, ts, muted_s, len(frame), trio.current_time())
         slot: Slot | Unanswered
         if not plan.expects_response:
             slot = Unanswered(plan, arrival)

@@ -173,9 +173,9 @@ class ClientFetches:
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
         ticket = self._held.plan(self._node_id, request, version, self._known)
-        # (passthrough plans only what its connection has read: no repeats there)
-        # Learnt from a fetch the proxy knows has nothing new: an active consumer's fetches
-        # differ each time, and learning costs three encodes.
+        # Repeats are learnt from fetches the proxy knows have nothing new (an active
+        # consumer's differ each time, and learning costs three encodes), never in
+        # passthrough (which plans only what its connection has read).
         if self._known is None and ticket.nothing_new and _may_repeat(request, ticket.context):
             self._learn_repeat(plan, body, request, ticket)
         return ticket
