@@ -151,3 +151,16 @@ async def proxy_in_process(
         broker.requests.clear()
         yield InProcessProxy(running, listeners, dialer, broker, shutdown)
         nursery.cancel_scope.cancel()
+
+
+class TaskWakeups(trio.abc.Instrument):
+    """Counts how often tasks whose name ends with ``name_suffix`` are scheduled to run
+    (add it with trio.lowlevel.add_instrument): how many wake-ups something costs."""
+
+    def __init__(self, name_suffix: str) -> None:
+        self.name_suffix = name_suffix
+        self.count = 0
+
+    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith(self.name_suffix):
+            self.count += 1

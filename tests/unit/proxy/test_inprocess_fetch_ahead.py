@@ -12,7 +12,7 @@ import struct
 import trio
 import trio.testing
 
-from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
+from tests.support.inprocess import InProcessProxy, TaskWakeups, WireClient, proxy_in_process
 from tests.support.load_wire import record_batch
 from tests.support.scripted_broker import ScriptedBroker
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
@@ -212,17 +212,6 @@ async def test_a_consumer_that_asks_behind_its_answers_gets_no_read_ahead(
         assert [c for c, _ in upstream_offsets(broker) if c < 0] == []
 
 
-class _IdleWatchRounds(trio.abc.Instrument):
-    """Counts how often upstream links' idle watches are scheduled to run."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("UpstreamLink._close_when_idle"):
-            self.count += 1
-
-
 async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_nor_spins(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -233,7 +222,7 @@ async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_no
     async with proxy_in_process(broker) as proxy:
         consumer, first_ids = await active_consumer(proxy)
         await trio.testing.wait_all_tasks_blocked()  # the read-ahead is answered
-        rounds = _IdleWatchRounds()
+        rounds = TaskWakeups("UpstreamLink._close_when_idle")  # the idle watches' rounds
         autojump_clock.autojump_threshold = math.inf
         trio.lowlevel.add_instrument(rounds)
         try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from tests.support.inprocess import proxy_in_process
+from tests.support.inprocess import TaskWakeups, proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
 from wire.apis import ApiKey
 from wire.messages.api_versions_request import ApiVersionsRequest
@@ -104,18 +104,6 @@ async def test_data_written_behind_the_proxy_wakes_the_held_fetch_through_the_wa
         assert len(watcher_polls) >= 3  # first look, watcher poll, re-fetch
 
 
-class _ResponsePumpWakeups(trio.abc.Instrument):
-    """Counts how often client connections' response pumps (their only task started by
-    ``_guard``; the request pump runs in the connection's own task) are scheduled to run."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("ClientConnection._guard"):
-            self.count += 1
-
-
 async def test_an_idle_long_poll_wakes_the_response_pump_only_when_it_is_done(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -129,7 +117,9 @@ async def test_an_idle_long_poll_wakes_the_response_pump_only_when_it_is_done(
         held = proxy.running.services.held
         assert held is not None
         expired = held.fetches.statistics().expired
-        wakeups = _ResponsePumpWakeups()
+        # A client connection's response pump is its only task started by ``_guard`` (the
+        # request pump runs in the connection's own task).
+        wakeups = TaskWakeups("ClientConnection._guard")
         trio.lowlevel.add_instrument(wakeups)
         try:
             sent = trio.current_time()
