@@ -148,7 +148,8 @@ class Metrics:
             "Read-aheads for active consumers (proxy/connection/fetch_ahead.py), by outcome: "
             "sent (an upstream fetch sent before the client asked), used (it was the client's "
             "next fetch's first look; also counted as upstream_fetches immediate), discarded "
-            "(the next fetch asked for something else, or the connection closed).",
+            "(the next fetch asked for something else, or the connection closed), expired (not "
+            "claimed within the client's max wait, at least 500 ms).",
             ["outcome"],
             registry=r,
         )

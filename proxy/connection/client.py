@@ -454,7 +454,7 @@ class ClientConnection:
             slot = conn.next_owed()
             if slot is NEED_REQUEST:
                 await out.flush()
-                await self._owed_lot.park()
+                await self._wait_for_request()
                 continue
             if slot is REQUESTS_DONE:
                 await out.flush()
@@ -474,6 +474,19 @@ class ClientConnection:
                 assert isinstance(slot, HeldFetch)
                 await out.flush()  # it may wait in the purgatory
                 await self._answer_fetch(slot)
+
+    async def _wait_for_request(self) -> None:
+        """Wait until a slot is owed. While a read-ahead is out, only until its time to be
+        claimed has passed: then it is given up (proxy/connection/fetches.py)."""
+        fetches = self._fetches
+        expires_s = fetches.ahead_expires_s if fetches is not None else None
+        if expires_s is None:
+            await self._owed_lot.park()
+            return
+        assert fetches is not None
+        with trio.move_on_at(expires_s):
+            await self._owed_lot.park()
+        fetches.expire_ahead()
 
     async def _send_forwarded(self, slot: Forwarded | HeldProduce, frame: bytearray) -> None:
         """Write an upstream answer to the client: deferred while the next one is already in

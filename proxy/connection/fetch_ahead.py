@@ -18,6 +18,10 @@
 #       `serves` says whether the read-ahead is exactly that fetch's first look (the very
 #       upstream request it would send, on the same opening of the same connection); if so it
 #       is its first look, otherwise it is discarded (the fetch goes its usual way).
+#   the client's next fetch does not come in time:
+#       a read-ahead unclaimed when the client's own max wait has passed (`expires_s`; at least
+#       `LEAST_WAIT_S`) is given up, so a consumer that pauses or stalls does not keep a
+#       response budget of the pool, and the upstream read it started, indefinitely.
 #   `Predictions` keeps the prediction made from each answer, sent or not, and sends
 #       read-aheads only while the client's last fetch was the one predicted for it. Not every
 #       client asks where its last answer ended: kafka-python (2.x) sends its next fetch while
@@ -40,10 +44,15 @@ from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.records import RecordBatchHeader, iter_batches
 
-__all__ = ["Predictions", "ReadAhead", "next_read", "serves"]
+__all__ = ["LEAST_WAIT_S", "Predictions", "ReadAhead", "next_read", "serves"]
 
 #: READ_COMMITTED: the readable end is the last stable offset.
 _READ_COMMITTED = 1
+
+#: The least time a read-ahead waits to be claimed: the clients' default fetch.max.wait.ms
+#: (Java, librdkafka, kafka-python, aiokafka), so a consumer fetching with max wait 0 keeps
+#: its read-aheads while it fetches at full speed.
+LEAST_WAIT_S = 0.5
 
 
 @dataclass(slots=True, eq=False)
@@ -57,8 +66,10 @@ class ReadAhead:
         generation: which opening of the upstream connection carries it
             (UpstreamLink.generation): a connection closed and opened again does not.
         lease: its response budget, taken from the pool without waiting (KIP-72); it becomes
-            the fetch's lease when used, and is released when discarded or when the
+            the fetch's lease when used, and is released when discarded, given up or when the
             connection ends.
+        expires_s: when it is given up if the client has not claimed it (trio time: sent +
+            the client's max wait, at least ``LEAST_WAIT_S``).
     """
 
     request: FetchRequest
@@ -66,6 +77,7 @@ class ReadAhead:
     correlation_id: int
     generation: int
     lease: Lease
+    expires_s: float
 
     def release(self) -> None:
         """Give its response budget back to the pool (once)."""

@@ -31,7 +31,9 @@
 # usual way. Only from pool memory nobody waits for (`try_allocate`), and only while the pool
 # stays at least half free with it: a read-ahead keeps its budget until the client's next
 # fetch, and consumers that pause with one out must not take the memory other clients' requests
-# need (speculation holds at most half the pool, plus one budget).
+# need (speculation holds at most half the pool, plus one budget). One the client has not
+# claimed by its max wait is given up (`expire_ahead`, called by the response pump, which waits
+# for the next request until then): a paused consumer keeps no budget.
 #
 # One fetch at a time per connection: a client that pipelines fetches and never reads the
 # answers waits for the turn (TCP back-pressure) instead of holding response budgets of the pool.
@@ -47,7 +49,7 @@ from typing import NamedTuple
 
 import trio
 
-from proxy.connection.fetch_ahead import Predictions, ReadAhead, serves
+from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch
 from proxy.connection.upstream_link import UpstreamLink
@@ -147,6 +149,7 @@ class ClientFetches:
         self._aheads_sent = read_aheads.labels("sent")
         self._aheads_used = read_aheads.labels("used")
         self._aheads_discarded = read_aheads.labels("discarded")
+        self._aheads_expired = read_aheads.labels("expired")
 
     def repeat(self, body: memoryview) -> tuple[RequestPlan, FetchTicket] | None:
         """The plan and ticket of an idle consumer's repeated fetch, recognised without
@@ -224,6 +227,7 @@ class ClientFetches:
                 await owe(slot)
                 return
             self._discard(ahead)
+            self._aheads_discarded.inc()
         if ticket.nothing_new and held.hold_now(ticket, self._respond_wake):
             # Held already: the response pump is woken by the end of the hold, not now.
             await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
@@ -274,7 +278,7 @@ class ClientFetches:
         looked, self._looked = self._looked, None
         response = await self._held.answer(ticket, reads, first)
         if looked is not None and first is not None and not ticket.held_ms and not ticket.expired:
-            await self._read_ahead(looked, response, header.api_version, header.client_id)
+            await self._read_ahead(looked, response, header, ticket.request.max_wait_ms)
         upstream_done_s = trio.current_time() - ticket.held_ms / 1000
         if response.node_endpoints:
             advertise_node_endpoints(response, self._brokers)
@@ -302,10 +306,11 @@ class ClientFetches:
         return frame
 
     async def _read_ahead(
-        self, looked: FetchRequest, response: FetchResponse, version: int, client_id: str | None
+        self, looked: FetchRequest, response: FetchResponse, header: RequestHeader, wait_ms: int
     ) -> None:
-        """Send the read-ahead of the client's next fetch, if there is one worth sending
-        (fetch_ahead.Predictions) and pool memory nobody waits for (see the module header)."""
+        """Send the read-ahead of the client's next fetch (``header``: its last fetch's, whose
+        max wait was ``wait_ms``), if there is one worth sending (fetch_ahead.Predictions) and
+        pool memory nobody waits for (see the module header)."""
         link, pool = self._upstream, self._pool
         request = self._predictions.answered(looked, response)
         if request is None or self._ahead is not None or not link.is_open:
@@ -318,23 +323,42 @@ class ClientFetches:
             return
         lease.hand_off()  # released by the request pump (used or discarded) or by abandon
         try:
-            correlation_id = await link.send_ahead(version, client_id, encode(request, version))
+            version = header.api_version
+            correlation_id = await link.send_ahead(
+                version, header.client_id, encode(request, version)
+            )
         except BaseException:
             lease.release()
             raise
         if correlation_id is None:
             lease.release()
             return
-        self._ahead = ReadAhead(request, version, correlation_id, link.generation, lease)
+        expires_s = trio.current_time() + max(wait_ms / 1000, LEAST_WAIT_S)
+        self._ahead = ReadAhead(request, version, correlation_id, link.generation, lease,
+                                expires_s)  # fmt: skip
         self._aheads_sent.inc()
 
+    @property
+    def ahead_expires_s(self) -> float | None:
+        """When the read-ahead out is given up unless claimed (None: none is out)."""
+        ahead = self._ahead
+        return None if ahead is None else ahead.expires_s
+
+    def expire_ahead(self) -> None:
+        """Give up the read-ahead out if its time has passed unclaimed: the client paused or
+        stalls, and its memory and upstream answer are not kept for it."""
+        ahead = self._ahead
+        if ahead is not None and trio.current_time() >= ahead.expires_s:
+            self._ahead = None
+            self._discard(ahead)
+            self._aheads_expired.inc()
+
     def _discard(self, ahead: ReadAhead) -> None:
-        """The client's next fetch is not the read-ahead: drop its answer (the connection
-        answers in order: it is skipped when it comes) and release its memory."""
+        """Nobody will take the read-ahead: drop its answer (the connection answers in order:
+        it is skipped when it comes) and release its memory."""
         if ahead.generation == self._upstream.generation:
             self._upstream.drop(ahead.correlation_id)
         ahead.release()
-        self._aheads_discarded.inc()
 
     def finish(self, ticket: FetchTicket) -> None:
         """The response is written: its memory is the pool's again, the next fetch's turn."""

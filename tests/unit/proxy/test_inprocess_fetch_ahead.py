@@ -58,16 +58,19 @@ def read_aheads(proxy: InProcessProxy, outcome: str) -> float:
     return float(counter._value.get())
 
 
-async def active_consumer(proxy: InProcessProxy) -> tuple[WireClient, list[int]]:
+async def active_consumer(
+    proxy: InProcessProxy, max_wait_ms: int = 500
+) -> tuple[WireClient, list[int]]:
     """A consumer whose upstream connection is open (a Metadata request opened it) and which
     has fetched the first four batches, the second time from where the first answer ended (so
-    the proxy trusts its predictions); the ids of those two fetches."""
+    the proxy trusts its predictions), with fetches that wait up to ``max_wait_ms``; the ids
+    of those two fetches."""
     consumer = await proxy.client()
     await consumer.send(MetadataRequest(topics=None), 12)
     await consumer.receive()
     ids = []
     for offset in (0, 2):
-        fetch_id = await consumer.send(fetch(offset=offset), 12)
+        fetch_id = await consumer.send(fetch(offset=offset, max_wait_ms=max_wait_ms), 12)
         correlation_id, response, _ = await consumer.receive()
         assert correlation_id == fetch_id
         assert records(response) == batch_at(offset) + batch_at(offset + 1)
@@ -156,6 +159,30 @@ async def test_closing_the_connection_with_a_read_ahead_in_flight_releases_its_m
         assert read_aheads(proxy, "discarded") == 1
 
 
+async def test_a_read_ahead_unclaimed_for_the_clients_max_wait_is_given_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A consumer that pauses keeps no response budget: its read-ahead is given up once its
+    own max wait (500 ms) has passed, and its fetch after the pause is read afresh."""
+    broker = busy_broker()
+    async with proxy_in_process(broker) as proxy:
+        sent = trio.current_time()
+        consumer, start = await consumer_with_read_ahead(proxy)
+        pool = proxy.running.services.pool
+        assert trio.current_time() == sent  # (the answers came at once, in virtual time)
+        await trio.sleep(0.499)
+        assert pool.available_bytes < start  # still out, just before its time
+        await trio.sleep(0.002)
+        assert pool.available_bytes == start
+        assert (read_aheads(proxy, "expired"), read_aheads(proxy, "discarded")) == (1, 0)
+        resume_id = await consumer.send(fetch(offset=4), 12)
+        correlation_id, response, _ = await consumer.receive()
+        assert (correlation_id, records(response)) == (resume_id, batch_at(4) + batch_at(5))
+        await trio.testing.wait_all_tasks_blocked()
+        assert (resume_id, 4) in upstream_offsets(broker)  # a fresh first look served it
+        assert read_aheads(proxy, "used") == 0
+
+
 async def test_forwarded_requests_between_fetches_keep_client_order(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -216,11 +243,12 @@ async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_no
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A consumer that pauses past connections.upstream_idle_timeout_ms with a read-ahead's
-    answer awaited: the link stays open for it, and its idle watch looks again an idle time
-    later instead of spinning on a deadline already past."""
+    answer awaited (its fetches wait up to 200 s, so the read-ahead is kept that long): the
+    link stays open for it, and its idle watch looks again an idle time later instead of
+    spinning on a deadline already past."""
     broker = busy_broker()
     async with proxy_in_process(broker) as proxy:
-        consumer, first_ids = await active_consumer(proxy)
+        consumer, first_ids = await active_consumer(proxy, max_wait_ms=200_000)
         await trio.testing.wait_all_tasks_blocked()  # the read-ahead is answered
         rounds = TaskWakeups("UpstreamLink._close_when_idle")  # the idle watches' rounds
         autojump_clock.autojump_threshold = math.inf
@@ -233,7 +261,7 @@ async def test_a_read_ahead_kept_through_a_long_pause_neither_closes_the_link_no
             trio.lowlevel.remove_instrument(rounds)
             autojump_clock.autojump_threshold = 0
         assert rounds.count <= 2
-        await consumer.send(fetch(offset=4), 12)
+        await consumer.send(fetch(offset=4, max_wait_ms=200_000), 12)
         assert records((await consumer.receive())[1]) == batch_at(4) + batch_at(5)
         assert read_aheads(proxy, "used") == 1
         assert [c for c, _ in upstream_offsets(broker) if c > 0] == first_ids
