@@ -34,20 +34,22 @@ from wire.messages import FetchRequest, FetchResponse
 from wire.messages.fetch_request import FetchPartition, FetchTopic
 from wire.records import scan_batches
 
-__all__ = ["FetchSession", "FetchSettings", "Fleet", "Probe", "consume"]
+__all__ = ["DEFAULT_MAX_WAIT_MS", "FetchSession", "FetchSettings", "Fleet", "Probe", "consume"]
 
 #: KIP-227: a full request opens (or re-opens) a session at epoch 0.
 INITIAL_EPOCH = 0
 _MAX_EPOCH = 2**31 - 1
 #: Java's retry.backoff.ms default: the wait after a partition error before fetching again.
 RETRY_BACKOFF_S = 0.1
+#: The Java client's fetch.max.wait.ms default.
+DEFAULT_MAX_WAIT_MS = 500
 
 
 @dataclass(frozen=True)
 class FetchSettings:
     """The consumer configuration that shapes each Fetch (Java client names in comments)."""
 
-    max_wait_ms: int = 500  # fetch.max.wait.ms
+    max_wait_ms: int = DEFAULT_MAX_WAIT_MS  # fetch.max.wait.ms
     min_bytes: int = 1  # fetch.min.bytes
     max_bytes: int = 52_428_800  # fetch.max.bytes
     partition_max_bytes: int = 1_048_576  # max.partition.fetch.bytes

@@ -21,8 +21,10 @@
 Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 13 minutes) or
 ``--quick`` (N = 100, 1,000; 5 s windows; about 1 minute). ``--n``, ``--seconds`` and
 ``--probes`` override; ``--proxy-env KEY=VALUE`` passes settings to the proxy (for example
-``PURGATORY_PROXY_FETCH__HOLD=false`` to measure plain forwarding). Results go to the
-"fanin" section of docs/benchmarks.md unless ``--no-write``. Every run first checks the
+``PURGATORY_PROXY_FETCH__HOLD=false`` to measure plain forwarding); ``--max-wait-ms``
+sets the consumers' fetch.max.wait.ms (default 500, the Java client's). Results go to the
+"fanin" section of docs/benchmarks.md (another max wait: its own section) unless
+``--no-write``. Every run first checks the
 consumers' fetch-session and probe logic (bench/_fanin_selfcheck.py); ``--self-check`` does
 only that.
 """
@@ -43,6 +45,7 @@ from pathlib import Path
 import psutil
 import trio
 
+from bench._fanin_consumer import DEFAULT_MAX_WAIT_MS, FetchSettings
 from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
 from bench._fanin_selfcheck import SelfCheckFailed, run_checks
 from bench._fanin_stack import (
@@ -86,6 +89,16 @@ class Config:
     settle_s: float
     proxy_env: tuple[tuple[str, str], ...] = ()
     routes: tuple[str, ...] = ROUTES
+    #: The consumers' fetch.max.wait.ms: each idle consumer polls 1000 / max_wait_ms times a
+    #: second, so N consumers ask the proxy for N * 1000 / max_wait_ms answers per second.
+    max_wait_ms: int = DEFAULT_MAX_WAIT_MS
+
+    @property
+    def section(self) -> str:
+        """The docs/benchmarks.md section this run writes (one per max wait)."""
+        if self.max_wait_ms == DEFAULT_MAX_WAIT_MS:
+            return "fanin"
+        return f"fanin-wait-{self.max_wait_ms}"
 
 
 FULL = Config(ns=(100, 1_000, 10_000), seconds=60.0, probes=5, settle_s=2.0)
@@ -166,6 +179,7 @@ def _one_n(run: Run, n: int, log: bool) -> None:
                 probes=run.config.probes,
                 settle_s=run.config.settle_s,
                 start_offset=offset,
+                settings=FetchSettings(max_wait_ms=run.config.max_wait_ms),
                 quiet_s=_quiet_s(run.config, route),
             )
             if log:
@@ -500,6 +514,25 @@ def _goal_lines(run: Run) -> list[str]:
     return rows
 
 
+def _cycle_lines(run: Run) -> list[str]:
+    """What holding every consumer at once asks of the proxy: N answers per max wait."""
+    wait_ms = run.config.max_wait_ms
+    lines = []
+    for m in run.measurements:
+        if m.route != "proxy" or not m.answers_per_s:
+            continue
+        needed = m.n * 1000 / wait_ms
+        us = m.cpu_percent.get("proxy", 0.0) / 100 / m.answers_per_s * 1e6
+        lines.append(
+            f"N = {m.n:,} at fetch.max.wait.ms = {wait_ms:,}: every consumer held at once takes "
+            f"{m.n:,} x 1000 / {wait_ms:,} = {needed:,.0f} answers/s; the proxy answered "
+            f"{m.answers_per_s:,.0f}/s at {us:.0f} µs of CPU each, so it would need "
+            f"{needed * us / 1e6:.2f} cores for all of them (this machine has {os.cpu_count()}, "
+            "shared with the broker and the consumers)."
+        )
+    return [*lines, ""] if lines else []
+
+
 def _load_lines(run: Run) -> list[str]:
     if len(run.load) < 2:
         return []
@@ -515,14 +548,16 @@ def render(run: Run, command: str) -> str:
     """The markdown section for docs/benchmarks.md."""
     c = run.config
     out = [
-        "## Fan-in: idle long-polling consumers, direct vs through the proxy",
+        "## Fan-in: idle long-polling consumers, direct vs through the proxy"
+        + ("" if c.section == "fanin" else f" (fetch.max.wait.ms = {c.max_wait_ms:,})"),
         "",
         machine_line(),
         "",
         *_load_lines(run),
         f"Command: `{command}`. Each N gets a fresh Tansu broker, topic, counting relay and proxy; "
         f"N consumers (one TCP connection each, written with `wire/`, Fetch at the highest "
-        f"version both sides speak, KIP-227 sessions when offered, fetch.max.wait.ms=500, "
+        f"version both sides speak, KIP-227 sessions when offered, "
+        f"fetch.max.wait.ms={c.max_wait_ms}, "
         f"fetch.min.bytes=1) long-poll the idle topic, first straight to the relay "
         f"(direct), then through the proxy. Window {c.seconds:g} s per route after a "
         f"{c.settle_s:g} s settle; {c.probes} delivery probes per route (one record produced "
@@ -535,6 +570,7 @@ def render(run: Run, command: str) -> str:
         "",
         *_main_table(run),
         "",
+        *_cycle_lines(run),
         "Goals (issues 6 and 17):",
         "",
         *_goal_lines(run),
@@ -585,6 +621,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--routes", type=_parse_routes, default=ROUTES, help="comma-separated: direct,proxy"
     )
+    parser.add_argument(
+        "--max-wait-ms",
+        type=int,
+        default=DEFAULT_MAX_WAIT_MS,
+        help="the consumers' fetch.max.wait.ms (a value other than 500 writes its own section)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
         "--self-check",
@@ -610,11 +652,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         settle_s=config.settle_s,
         proxy_env=env,
         routes=args.routes,
+        max_wait_ms=args.max_wait_ms,
     )
     started = time.monotonic()
     result = run(config)
     markdown = render(result, command_line("bench.fanin", argv))
-    publish("fanin", markdown, started, write=not args.no_write)
+    publish(config.section, markdown, started, write=not args.no_write)
 
 
 if __name__ == "__main__":
