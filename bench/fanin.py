@@ -524,7 +524,7 @@ def _cycle_lines(run: Run) -> list[str]:
         needed = m.n * 1000 / wait_ms
         us = m.cpu_percent.get("proxy", 0.0) / 100 / m.answers_per_s * 1e6
         lines.append(
-            f"N = {m.n:,} at fetch.max.wait.ms = {wait_ms:,}: every consumer held at once takes "
+            f"- N = {m.n:,} at fetch.max.wait.ms = {wait_ms:,}: every consumer held at once takes "
             f"{m.n:,} x 1000 / {wait_ms:,} = {needed:,.0f} answers/s; the proxy answered "
             f"{m.answers_per_s:,.0f}/s at {us:.0f} µs of CPU each, so it would need "
             f"{needed * us / 1e6:.2f} cores for all of them (this machine has {os.cpu_count()}, "
