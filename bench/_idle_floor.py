@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import selectors
@@ -120,23 +121,24 @@ def _serve(kind: str, hold_ms: int, seconds: float, warmup_s: float) -> None:
 
 def _clients(port: int, n: int, seconds: float) -> None:
     """N connections, each sending the next request when its answer is in."""
-    selector = selectors.DefaultSelector()
-    for _ in range(n):
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.setblocking(False)
-        sock.sendall(_REQUEST)
-        selector.register(sock, selectors.EVENT_READ)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for key, _ in selector.select(timeout=0.5):
-            sock = key.fileobj
-            assert isinstance(sock, socket.socket)
-            try:
-                if not sock.recv(4096):
+    # Closed on the way out: the next route's N connections must fit the descriptor limit.
+    with selectors.DefaultSelector() as selector, contextlib.ExitStack() as sockets:
+        for _ in range(n):
+            sock = sockets.enter_context(socket.create_connection(("127.0.0.1", port)))
+            sock.setblocking(False)
+            sock.sendall(_REQUEST)
+            selector.register(sock, selectors.EVENT_READ)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for key, _ in selector.select(timeout=0.5):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    if not sock.recv(4096):
+                        return
+                    sock.sendall(_REQUEST)
+                except OSError:  # the server ended its window and went away
                     return
-                sock.sendall(_REQUEST)
-            except OSError:  # the server ended its window and went away
-                return
 
 
 def measure_floor(kind: str, n: int, hold_ms: int, seconds: float) -> tuple[float, float]:
