@@ -93,7 +93,7 @@ def test_a_read_ahead_serves_only_exactly_its_request_on_the_same_opening() -> N
     pool = MemoryPool(1 << 20, max_allocation_bytes=1 << 20)
     lease = pool.try_allocate(1024)
     assert lease is not None
-    ahead = ReadAhead(sent(2), 12, -1, 1, lease)
+    ahead = ReadAhead(sent(2), 12, -1, 1, lease, expires_s=0.5)
     assert serves(ahead, sent(2), 12, 1)
     assert not serves(ahead, sent(3), 12, 1)  # a seek
     assert not serves(ahead, sent(2, 5), 12, 1)  # another partition
