@@ -10,6 +10,15 @@
 # (`watched_until_ms`), which is what lets a fetch at the known end skip the broker entirely.
 #
 # The watcher fetches by topic name at one fixed version (v12: names, flexible, last stable
+# Coverage lasts from a poll's send until its answer has been read and the next poll sent (no
+# await between the two), not for a fixed time: the broker answers a poll as soon as a
+# partition grows, so while one is out any news is learnt as soon as the proxy reads it, and a
+# fetch held meanwhile is woken then, however busy the proxy's loop is. (Measured at 10,000
+# idle consumers: with the loop saturated the answers were read 0.5-1.4 s after their send, and
+# a fixed 2 x max wait let ~15 % of the fetches lose their cover and be planned and read
+# upstream the slow way, adding load to a loop that had none to spare.) A poll out for
+# `_HUNG_POLLS` max waits is taken as lost; a failed one uncovers at once.
+#
 # offset and log start offset); partitions known only by topic id are not watched (their held
 # fetches still wake on produces through the proxy and on their deadline).
 #
@@ -45,6 +54,9 @@ WATCH_VERSION = 12
 _EARLY_FRACTION = 0.5
 _PAUSE_S = 0.05
 _RETRY_S = 0.5
+#: Max waits after which a poll still unanswered no longer covers its partitions (a broker or
+#: connection that hangs): their fetches ask the broker again.
+_HUNG_POLLS = 10
 
 
 class UpstreamWatcher:
@@ -80,14 +92,8 @@ class UpstreamWatcher:
                 await self._wanted.wait_for_more()
                 continue
             sent_ms = current_time_ms()
-            # Covered while the poll is out (the broker answers it as soon as a partition
-            # grows), and for as long again: the answer may be late on a busy broker or loop,
-            # and the next poll goes out as soon as it is read. A failed poll uncovers at once.
-            covered_until = sent_ms + 2 * self._max_wait_ms
-            for key in keys:
-                state = self._states.get(key)
-                if state is not None:
-                    state.watched_until_ms = covered_until
+            # Covered while the poll is out (see the module header).
+            self._cover(keys, sent_ms + _HUNG_POLLS * self._max_wait_ms)
             self._polls.inc()
             try:
                 response = await self._channel.request(request, WATCH_VERSION)
@@ -97,6 +103,8 @@ class UpstreamWatcher:
                 await trio.sleep(_RETRY_S)
                 continue
             assert isinstance(response, FetchResponse)
+            # Read: no longer covered by this poll; the next one covers what is still wanted.
+            self._cover(keys, current_time_ms())
             changed = learn(FetchResults.of(response), self._states, self._names)
             for key in changed:
                 self._purgatory.check_and_complete(key)
@@ -105,6 +113,14 @@ class UpstreamWatcher:
                 await trio.sleep(_RETRY_S)
             elif not changed and current_time_ms() - sent_ms < self._max_wait_ms * _EARLY_FRACTION:
                 await trio.sleep(_PAUSE_S)
+
+    def _cover(self, keys: list[PartitionKey], until_ms: int) -> None:
+        """What the proxy knows of ``keys`` is current until ``until_ms``."""
+        states = self._states
+        for key in keys:
+            state = states.get(key)
+            if state is not None:
+                state.watched_until_ms = until_ms
 
     def _next_poll(self, now_ms: int) -> tuple[FetchRequest | None, list[PartitionKey]]:
         """The poll to send now, over every partition still wanted whose end is known."""

@@ -128,6 +128,9 @@ class ScriptedBroker:
         self.produce_delay_s = 0.0
         self.answer_acks0 = True
         self.long_poll = True
+        #: A Fetch whose max wait ran out is answered this much later (a busy broker, or a
+        #: proxy whose loop reads the answer late: the same to the proxy).
+        self.late_fetch_s = 0.0
         #: ListOffsets latest per partition instead of the log's length (a broker like Tansu).
         self.latest_offsets: dict[tuple[str, int], int] = {}
         #: ListOffsets answers these partitions with this error code.
@@ -341,11 +344,13 @@ class ScriptedBroker:
 
     async def _fetch(self, request: FetchRequest) -> FetchResponse:
         if request.min_bytes > 0:  # min_bytes 0 is answered at once, as Kafka does
-            with trio.move_on_after(request.max_wait_ms / 1000):
+            with trio.move_on_after(request.max_wait_ms / 1000) as waited:
                 if not self.long_poll:
                     await trio.sleep_forever()
                 while self._fetchable(request) < request.min_bytes:
                     await self._appended.park()
+            if waited.cancelled_caught and self.late_fetch_s:
+                await trio.sleep(self.late_fetch_s)
         topics = []
         for topic in request.topics:
             partitions = []

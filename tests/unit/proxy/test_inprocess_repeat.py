@@ -81,6 +81,53 @@ async def test_idle_repeats_are_held_without_planning_them_again(
         assert held is not None and held.fetches.statistics().expired == 6
 
 
+async def test_repeats_stay_held_while_the_watchers_poll_is_answered_late(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saturated loop reads the watcher's answers late (at 10,000 idle consumers, up to
+    1.4 s after the poll's send). While its poll is out the partition stays covered, so the
+    repeats are held without asking the broker; a fixed cover of two max waits lapsed and sent
+    them the slow way."""
+    plans = _Plans(monkeypatch)
+    broker = broker_with_topic()
+    broker.late_fetch_s = 1.5  # each watcher poll comes back 2 s after its send
+    async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 500}) as proxy:
+        consumer, session_id = await _open_session(proxy)
+        asked = len(broker.fetch_requests)
+        for epoch in range(2, 12):
+            sent = trio.current_time()
+            await consumer.send(_incremental(session_id, epoch), VERSION)
+            _, response, at = await consumer.receive()
+            assert (response.error_code, response.responses) == (0, [])
+            assert 0.499 <= round(at - sent, 6) <= 0.501
+        assert (plans.ordinary, plans.repeats) == (2, 10)
+        polls = [request for _, request in broker.fetch_requests[asked:]]
+        assert polls and all(request.max_bytes == 1 for request in polls)  # the watcher's only
+
+
+async def test_a_watcher_poll_out_for_ten_max_waits_no_longer_covers(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poll that does not come back (a hung broker or connection) covers its partition for
+    ten of its max waits; after that the consumer's fetches ask the broker again."""
+    plans = _Plans(monkeypatch)
+    broker = broker_with_topic()
+    async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 500}) as proxy:
+        consumer, session_id = await _open_session(proxy)
+        broker.late_fetch_s = 60.0  # from the poll out now (sent at most 0.5 s ago) on
+        start, epochs = trio.current_time(), iter(range(2, 100))
+
+        async def poll_until(deadline: float) -> None:
+            while trio.current_time() < deadline:
+                await consumer.send(_incremental(session_id, next(epochs)), VERSION)
+                await consumer.receive()
+
+        await poll_until(start + 4.5)
+        assert plans.ordinary == 2  # held from their bytes: the poll covers them
+        await poll_until(start + 5.5)
+        assert plans.ordinary > 2  # planned and read from the broker again
+
+
 async def test_a_produce_wakes_a_held_repeat_with_the_records(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
