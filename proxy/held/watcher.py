@@ -9,7 +9,6 @@
 # fetches waiting on it. While a poll covering a partition is out, its state counts as fresh
 # (`watched_until_ms`), which is what lets a fetch at the known end skip the broker entirely.
 #
-# The watcher fetches by topic name at one fixed version (v12: names, flexible, last stable
 # Coverage lasts from a poll's send until its answer has been read and the next poll sent (no
 # await between the two), not for a fixed time: the broker answers a poll as soon as a
 # partition grows, so while one is out any news is learnt as soon as the proxy reads it, and a
@@ -19,6 +18,7 @@
 # upstream the slow way, adding load to a loop that had none to spare.) A poll out for
 # `_HUNG_POLLS` max waits is taken as lost; a failed one uncovers at once.
 #
+# The watcher fetches by topic name at one fixed version (v12: names, flexible, last stable
 # offset and log start offset); partitions known only by topic id are not watched (their held
 # fetches still wake on produces through the proxy and on their deadline).
 #
