@@ -151,12 +151,15 @@ class BrokerChannel:
         except (PeerClosed, WireError, trio.BrokenResourceError, trio.ClosedResourceError) as error:
             self._fail(stream, f"connection lost: {error}")
         finally:
+            # Reached without the above only when the proxy cancels the reader (it is
+            # stopping): failing the requests still out (a watcher's long poll) is expected.
             with trio.CancelScope(shield=True):
-                self._fail(stream, "connection closed")
+                self._fail(stream, "closed by the proxy", level=logging.DEBUG)
                 await trio.aclose_forcefully(stream)
 
-    def _fail(self, stream: trio.abc.Stream, reason: str) -> None:
-        """If ``stream`` is the current connection: forget it and fail every request waiting.
+    def _fail(self, stream: trio.abc.Stream, reason: str, level: int = logging.WARNING) -> None:
+        """If ``stream`` is the current connection: forget it and fail every request waiting
+        (logged at ``level``).
 
         Every waiter was sent on the current connection (a new one is opened only after the
         old one was forgotten), so failing them all is exact.
@@ -165,7 +168,8 @@ class BrokerChannel:
             return
         self._stream = None
         if self._waiters:
-            log.warning(
+            log.log(
+                level,
                 "upstream %s: %s; failing %d request(s)", self.address, reason, len(self._waiters),
                 extra={"upstream": str(self.address), "reason": reason},
             )  # fmt: skip

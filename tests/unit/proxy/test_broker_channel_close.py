@@ -1,0 +1,71 @@
+"""How the proxy's broker channel ends with a request out (a scripted broker, virtual time):
+the broker going away is worth a warning; the proxy stopping its own channel is not."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+import trio.testing
+
+from proxy.errors import UpstreamUnavailable
+from proxy.routing import Address
+from proxy.upstream.broker_channel import BrokerChannel
+from tests.support.scripted_broker import ScriptedDialer
+from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
+from wire.apis import ApiKey
+
+_LOGGER = "purgatory_proxy.upstream.broker_channel"
+
+
+async def _poll_and_end(
+    broker_closes: bool, caplog: pytest.LogCaptureFixture
+) -> list[UpstreamUnavailable]:
+    """Send a long poll (max wait 500 ms); 0.1 s later the broker closes the connection or
+    the proxy cancels the channel's reader. The errors the poll got."""
+    broker = broker_with_topic()
+    if broker_closes:
+        broker.break_on[ApiKey.FETCH] = 1
+    caplog.set_level(logging.DEBUG, logger=_LOGGER)
+    errors: list[UpstreamUnavailable] = []
+    async with trio.open_nursery() as outer:
+        async with trio.open_nursery() as readers:
+            channel = BrokerChannel(
+                Address("broker-1", 9092), readers, dialer=ScriptedDialer(broker, outer)
+            )
+
+            async def poll() -> None:
+                try:
+                    await channel.request(fetch(max_wait_ms=500), 12)
+                except UpstreamUnavailable as error:
+                    errors.append(error)
+
+            outer.start_soon(poll)
+            await trio.sleep(0.1)
+            readers.cancel_scope.cancel()  # the proxy stops (a no-op if the reader is done)
+        await trio.testing.wait_all_tasks_blocked()
+        outer.cancel_scope.cancel()
+    return errors
+
+
+async def test_the_proxy_stopping_its_channel_fails_the_poll_quietly(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    errors = await _poll_and_end(broker_closes=False, caplog=caplog)
+    assert len(errors) == 1
+    records = [r for r in caplog.records if r.name == _LOGGER]
+    assert [(r.levelno, "closed by the proxy" in r.getMessage()) for r in records] == [
+        (logging.DEBUG, True)
+    ]
+
+
+async def test_the_broker_going_away_is_a_warning(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    errors = await _poll_and_end(broker_closes=True, caplog=caplog)
+    assert len(errors) == 1
+    records = [r for r in caplog.records if r.name == _LOGGER]
+    assert [(r.levelno, "connection lost" in r.getMessage()) for r in records] == [
+        (logging.WARNING, True)
+    ]
