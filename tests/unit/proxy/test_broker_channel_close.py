@@ -49,23 +49,19 @@ async def _poll_and_end(
     return errors
 
 
-async def test_the_proxy_stopping_its_channel_fails_the_poll_quietly(
-    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(
+    ("broker_closes", "level", "says"),
+    [(False, logging.DEBUG, "closed by the proxy"), (True, logging.WARNING, "connection lost")],
+    ids=["the proxy stopping its channel: quiet", "the broker going away: a warning"],
+)
+async def test_a_poll_out_fails_when_the_channel_ends(
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+    broker_closes: bool,
+    level: int,
+    says: str,
 ) -> None:
-    errors = await _poll_and_end(broker_closes=False, caplog=caplog)
+    errors = await _poll_and_end(broker_closes, caplog)
     assert len(errors) == 1
     records = [r for r in caplog.records if r.name == _LOGGER]
-    assert [(r.levelno, "closed by the proxy" in r.getMessage()) for r in records] == [
-        (logging.DEBUG, True)
-    ]
-
-
-async def test_the_broker_going_away_is_a_warning(
-    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
-) -> None:
-    errors = await _poll_and_end(broker_closes=True, caplog=caplog)
-    assert len(errors) == 1
-    records = [r for r in caplog.records if r.name == _LOGGER]
-    assert [(r.levelno, "connection lost" in r.getMessage()) for r in records] == [
-        (logging.WARNING, True)
-    ]
+    assert [(r.levelno, says in r.getMessage()) for r in records] == [(level, True)]
