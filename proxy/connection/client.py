@@ -479,12 +479,10 @@ class ClientConnection:
         """Wait until a slot is owed. While a read-ahead is out, only until its time to be
         claimed has passed: then it is given up (proxy/connection/fetches.py)."""
         fetches = self._fetches
-        expires_s = fetches.ahead_expires_s if fetches is not None else None
-        if expires_s is None:
+        if fetches is None or fetches.ahead_expires_s is None:
             await self._owed_lot.park()
             return
-        assert fetches is not None
-        with trio.move_on_at(expires_s):
+        with trio.move_on_at(fetches.ahead_expires_s):
             await self._owed_lot.park()
         fetches.expire_ahead()
 

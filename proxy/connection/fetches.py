@@ -48,6 +48,7 @@ from collections.abc import Awaitable, Callable
 from typing import NamedTuple
 
 import trio
+from prometheus_client import Counter
 
 from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
 from proxy.connection.own_reads import OwnReads
@@ -226,8 +227,7 @@ class ClientFetches:
                                  first_sent=True, ahead_id=ahead.correlation_id)  # fmt: skip
                 await owe(slot)
                 return
-            self._discard(ahead)
-            self._aheads_discarded.inc()
+            self._discard(ahead, self._aheads_discarded)
         if ticket.nothing_new and held.hold_now(ticket, self._respond_wake):
             # Held already: the response pump is woken by the end of the hold, not now.
             await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
@@ -350,15 +350,15 @@ class ClientFetches:
         ahead = self._ahead
         if ahead is not None and trio.current_time() >= ahead.expires_s:
             self._ahead = None
-            self._discard(ahead)
-            self._aheads_expired.inc()
+            self._discard(ahead, self._aheads_expired)
 
-    def _discard(self, ahead: ReadAhead) -> None:
+    def _discard(self, ahead: ReadAhead, outcome: Counter) -> None:
         """Nobody will take the read-ahead: drop its answer (the connection answers in order:
-        it is skipped when it comes) and release its memory."""
+        it is skipped when it comes), release its memory, count it under ``outcome``."""
         if ahead.generation == self._upstream.generation:
             self._upstream.drop(ahead.correlation_id)
         ahead.release()
+        outcome.inc()
 
     def finish(self, ticket: FetchTicket) -> None:
         """The response is written: its memory is the pool's again, the next fetch's turn."""
@@ -372,8 +372,7 @@ class ClientFetches:
             ticket.abandon()
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            ahead.release()
-            self._aheads_discarded.inc()
+            self._discard(ahead, self._aheads_discarded)
 
 
 def _has_error(response: FetchResponse) -> bool:
