@@ -59,6 +59,21 @@ async def _open_session(proxy: InProcessProxy) -> tuple[WireClient, int]:
     return consumer, response.session_id
 
 
+async def _idle_repeats(consumer: WireClient, session_id: int, epochs: range) -> None:
+    """Send the idle incremental fetch at each of ``epochs``; each is answered empty, on its
+    session, when its max wait (500 ms) has passed."""
+    for epoch in epochs:
+        sent = trio.current_time()
+        sent_id = await consumer.send(_incremental(session_id, epoch), VERSION)
+        correlation_id, response, at = await consumer.receive()
+        assert correlation_id == sent_id
+        assert (response.error_code, response.session_id, response.responses) == (
+            0, session_id, [],
+        )  # fmt: skip
+        # The purgatory's clock is whole milliseconds, arrival rounded down.
+        assert 0.499 <= round(at - sent, 6) <= 0.501
+
+
 async def test_idle_repeats_are_held_without_planning_them_again(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -66,16 +81,7 @@ async def test_idle_repeats_are_held_without_planning_them_again(
     async with proxy_in_process(broker_with_topic()) as proxy:
         consumer, session_id = await _open_session(proxy)
         assert (plans.ordinary, plans.repeats) == (2, 0)
-        for epoch in range(2, 6):
-            sent = trio.current_time()
-            sent_id = await consumer.send(_incremental(session_id, epoch), VERSION)
-            correlation_id, response, at = await consumer.receive()
-            assert correlation_id == sent_id
-            assert (response.error_code, response.session_id, response.responses) == (
-                0, session_id, [],
-            )  # fmt: skip
-            # The purgatory's clock is whole milliseconds, arrival rounded down.
-            assert 0.499 <= round(at - sent, 6) <= 0.501
+        await _idle_repeats(consumer, session_id, range(2, 6))
         assert (plans.ordinary, plans.repeats) == (2, 4)
         held = proxy.running.services.held
         assert held is not None and held.fetches.statistics().expired == 6
@@ -94,12 +100,7 @@ async def test_repeats_stay_held_while_the_watchers_poll_is_answered_late(
     async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 500}) as proxy:
         consumer, session_id = await _open_session(proxy)
         asked = len(broker.fetch_requests)
-        for epoch in range(2, 12):
-            sent = trio.current_time()
-            await consumer.send(_incremental(session_id, epoch), VERSION)
-            _, response, at = await consumer.receive()
-            assert (response.error_code, response.responses) == (0, [])
-            assert 0.499 <= round(at - sent, 6) <= 0.501
+        await _idle_repeats(consumer, session_id, range(2, 12))
         assert (plans.ordinary, plans.repeats) == (2, 10)
         polls = [request for _, request in broker.fetch_requests[asked:]]
         assert polls and all(request.max_bytes == 1 for request in polls)  # the watcher's only
