@@ -6,7 +6,7 @@
 #                  -> plan (forward / answer locally / hold / close) -> owe a slot -> write
 #                  upstream -> release the memory
 #   response pump: for each owed slot in order, answer it by its kind (Local, Forwarded,
-#                  HeldProduce, HeldFetch) and write the answer to the client
+#                  HeldProduce, HeldFetch, HeldRepeat) and write the answer to the client
 #
 # The connection owns an upstream connection to the broker it targets, opened when a request
 # first needs it. Kafka answers the requests of one connection in order, so client order is
@@ -66,6 +66,7 @@ from proxy.connection.state import (
     Forwarded,
     HeldFetch,
     HeldProduce,
+    HeldRepeat,
     Local,
     Slot,
     Unanswered,
@@ -304,15 +305,21 @@ class ClientConnection:
                     with lease:
                         frame = await self._read_body(reader, size)
                         body = memoryview(frame)[_SIZE_BYTES:]
-                        # An idle consumer's repeated fetch needs no planning (fetches.py).
-                        held_fetch = fetches.repeat(body) if fetches is not None else None
-                        if held_fetch is None:
+                        # An idle consumer's repeated fetch is held from its bytes (fetches.py).
+                        repeat = held_fetch = None
+                        if fetches is not None and fetches.repeats:
+                            arrival = Arrival(arrival_s, ts, muted_s, size + _SIZE_BYTES,
+                                              arrival_s)  # fmt: skip
+                            repeat = fetches.hold_repeat(body, arrival)
+                        if repeat is None:
                             held_fetch = await self._pass_on(frame, reader, arrival_s, ts,
                                                              muted_s)  # fmt: skip
                         # The lease ends with this block: the buffer must not outlive it
                         # (a parked connection would keep its last frame alive).
                         del frame, body
-                    if held_fetch is not None:
+                    if repeat is not None:
+                        await self._owe(repeat, wake=False)  # its hold's end wakes the pump
+                    elif held_fetch is not None:
                         # A fetch the proxy answers itself; the request's memory is free again.
                         assert fetches is not None
                         plan, ticket = held_fetch
@@ -471,7 +478,7 @@ class ClientConnection:
                 if not await self._answer_produce(slot):
                     return
             else:
-                assert isinstance(slot, HeldFetch)
+                assert isinstance(slot, HeldFetch | HeldRepeat)
                 await out.flush()  # it may wait in the purgatory
                 await self._answer_fetch(slot)
 
@@ -556,15 +563,18 @@ class ClientConnection:
              for name, topic_id, indexes in slot.produced.topics for index in indexes]
         )  # fmt: skip
 
-    async def _answer_fetch(self, slot: HeldFetch) -> None:
+    async def _answer_fetch(self, slot: HeldFetch | HeldRepeat) -> None:
         """Build, hold and send the response to a fetch the proxy terminates."""
         fetches = self._fetches
         assert fetches is not None
-        answer = await fetches.answer(slot)
+        if isinstance(slot, HeldRepeat):
+            answer = await fetches.answer_repeat(slot)
+        else:
+            answer = await fetches.answer(slot)
         # No copy: the records go from the upstream frame to the client's socket (writev);
         # joining them was a quarter of the proxy's CPU consuming 1 KiB records.
         await self._client_out.send_parts(answer.parts)
-        fetches.finish(slot.ticket)
+        fetches.finish(slot.ticket if isinstance(slot, HeldFetch) else None)
         self._report(slot, answer.error_code, answer.frame_bytes, answer.upstream_done_s,
                      answer.outcome, answer.held_ms)  # fmt: skip
 

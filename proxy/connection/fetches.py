@@ -2,9 +2,10 @@
 # the holding; this is the connection's side of it), taken out of the connection's pumps so
 # that proxy/connection/client.py reads as I/O and ordering only.
 #
-#   request pump    `repeat`  an idle consumer's repeated fetch (incremental or sessionless),
-#                             recognised by its bytes, becomes a FetchTicket and its plan
-#                             without decoding or planning it
+#   request pump    `hold_repeat`  an idle consumer's repeated fetch (incremental or
+#                             sessionless), recognised by its bytes, enters the purgatory at
+#                             once, without being decoded or planned and without a ticket: its
+#                             slot (HeldRepeat) is the hold and the correlation id
 #                             (proxy/held/fetch_repeat.py; None: `ticket` it as usual)
 #                   `ticket`  a Fetch on a broker port becomes a FetchTicket (None: forward it)
 #                   `start`   owe its slot, in request order:
@@ -22,6 +23,10 @@
 #                             with the correlation id in place; for an active consumer whose
 #                             answer carried records, the read-ahead of its next fetch goes
 #                             upstream before the answer is written
+#                   `answer_repeat`  a held repeat's: at its deadline with nothing to tell,
+#                             the empty answer and nothing else (most idle cycles end so);
+#                             after news, or with something to tell, a ticket is made and
+#                             `answer`'s way taken
 #                   `finish`  once written: its memory back to the pool, the next fetch's turn
 #
 # Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection, and only while the
@@ -52,8 +57,10 @@ from prometheus_client import Counter
 
 from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
 from proxy.connection.own_reads import OwnReads
-from proxy.connection.state import Arrival, HeldFetch
+from proxy.connection.state import Arrival, HeldFetch, HeldRepeat
 from proxy.connection.upstream_link import UpstreamLink
+from proxy.held.delayed import DelayedFetch
+from proxy.held.fetch_answer import nothing_to_tell
 from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.fetch_session import ContextKind, FetchContext
 from proxy.held.service import FetchTicket, HeldRequests
@@ -138,6 +145,9 @@ class ClientFetches:
         self._turn = trio.Semaphore(1)
         # The last idle incremental fetch, and the plan it had, to recognise its repeats.
         self._repeat: tuple[FetchRepeat, RequestPlan] | None = None
+        # A held repeat's wait, and the ticket its answer made if news came, until answered.
+        self._repeat_hold: DelayedFetch | None = None
+        self._repeat_ticket: FetchTicket | None = None
         # Encoded empty answers by (version, session id), correlation id 0.
         self._empty_answers: dict[tuple[int, int], bytes] = {}
         # The upstream request of the first look of the fetch whose turn it is, when it went
@@ -152,23 +162,30 @@ class ClientFetches:
         self._aheads_discarded = read_aheads.labels("discarded")
         self._aheads_expired = read_aheads.labels("expired")
 
-    def repeat(self, body: memoryview) -> tuple[RequestPlan, FetchTicket] | None:
-        """The plan and ticket of an idle consumer's repeated fetch, recognised without
-        decoding it (proxy/held/fetch_repeat.py); None: not one, plan it as usual."""
-        if self._repeat is None:
+    @property
+    def repeats(self) -> bool:
+        """Whether an idle consumer's repeats may come (a template is learnt)."""
+        return self._repeat is not None
+
+    def hold_repeat(self, body: memoryview, arrival: Arrival) -> HeldRepeat | None:
+        """Hold an idle consumer's repeated fetch from its bytes, without decoding, planning
+        or a ticket (proxy/held/fetch_repeat.py, HeldRequests.hold_repeat), and return its
+        slot to owe (``wake=False``: the end of the hold wakes the response pump). None: not
+        one, or not now (another fetch's turn, a read-ahead out): start it as usual."""
+        if self._repeat is None or self._ahead is not None or not self._turn.value:
             return None
         repeat, plan = self._repeat
         matched = repeat.match(body)
         if matched is None:
             return None
         correlation_id, epoch = matched
-        ticket = self._held.plan_repeat(self._node_id, repeat, epoch)
-        if ticket is None:
+        hold = self._held.hold_repeat(self._node_id, repeat, epoch, self._respond_wake)
+        if hold is None:
             return None
-        learnt = plan.header
-        header = RequestHeader(learnt.api_key, learnt.api_version, correlation_id,
-                               learnt.client_id, learnt.raw_tagged_fields)  # fmt: skip
-        return RequestPlan(header, True, plan.rewrite, plan.body_offset), ticket
+        self._turn.acquire_nowait()  # free: checked above, and nothing awaited since
+        self._predictions.fetched(None)
+        self._repeat_hold = hold
+        return HeldRepeat(plan, repeat, correlation_id, hold, trio.current_time(), arrival)
 
     def ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
         """The ticket of a Fetch the proxy answers itself (None: forward it as it is)."""
@@ -279,15 +296,44 @@ class ClientFetches:
         response = await self._held.answer(ticket, reads, first)
         if looked is not None and first is not None and not ticket.held_ms and not ticket.expired:
             await self._read_ahead(looked, response, header, ticket.request.max_wait_ms)
+        return self._answer_of(response, ticket, version, slot.plan.correlation_id)
+
+    async def answer_repeat(self, slot: HeldRepeat) -> FetchAnswer:
+        """The response to a repeat held from its bytes (``hold_repeat``): once its hold ends
+        by its deadline with nothing to tell, the session's empty answer, built from nothing
+        but the correlation id; after news (or something to tell), a ticket and the usual
+        answer (re-fetched, built, encoded)."""
+        hold, repeat = slot.hold, slot.repeat
+        await hold.wait()
+        session, held = repeat.session, self._held
+        if (
+            hold.expired
+            and session is not None
+            and nothing_to_tell(repeat.context, held.states, held.names)
+        ):
+            held_ms = (trio.current_time() - slot.held_from_s) * 1000
+            frame = self._empty_answer(session.session_id, repeat.version, slot.correlation_id)
+            return FetchAnswer([frame], len(frame), None, slot.held_from_s, "expired", held_ms)
+        ticket = self._repeat_ticket = FetchTicket.of_repeat(self._node_id, repeat, hold,
+                                                             slot.held_from_s)  # fmt: skip
+        self._tickets.add(ticket)  # its re-fetch's lease is released by finish or abandon
+        response = await held.answer(ticket)
+        return self._answer_of(response, ticket, repeat.version, slot.correlation_id)
+
+    def _answer_of(
+        self, response: FetchResponse, ticket: FetchTicket, version: int, correlation_id: int
+    ) -> FetchAnswer:
+        """``response`` to ``ticket``'s fetch as the parts of its frame, and its record's
+        facts."""
         upstream_done_s = trio.current_time() - ticket.held_ms / 1000
         if response.node_endpoints:
             advertise_node_endpoints(response, self._brokers)
         error_code = response.error_code or None
         outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
         if _is_empty(response):
-            frame = self._empty_answer(response.session_id, version, slot.plan.correlation_id)
+            frame = self._empty_answer(response.session_id, version, correlation_id)
             return FetchAnswer([frame], len(frame), None, upstream_done_s, outcome, ticket.held_ms)
-        parts = _frame_parts(response, version, slot.plan.correlation_id)
+        parts = _frame_parts(response, version, correlation_id)
         size = sum(len(part) for part in parts)
         return FetchAnswer(parts, size, error_code, upstream_done_s, outcome, ticket.held_ms)
 
@@ -360,16 +406,24 @@ class ClientFetches:
         ahead.release()
         outcome.inc()
 
-    def finish(self, ticket: FetchTicket) -> None:
-        """The response is written: its memory is the pool's again, the next fetch's turn."""
-        ticket.release()
-        self._tickets.discard(ticket)
+    def finish(self, ticket: FetchTicket | None = None) -> None:
+        """The response is written: its memory is the pool's again, the next fetch's turn.
+        ``ticket``: the fetch's (None: a held repeat's, with the ticket its answer made, if
+        it made one)."""
+        if ticket is None:
+            ticket, self._repeat_ticket, self._repeat_hold = self._repeat_ticket, None, None
+        if ticket is not None:
+            ticket.release()
+            self._tickets.discard(ticket)
         self._turn.release()
 
     def abandon(self) -> None:
         """The connection ended: no fetch of it keeps memory or a place in the purgatory."""
         for ticket in self._tickets:
             ticket.abandon()
+        hold, self._repeat_hold = self._repeat_hold, None
+        if hold is not None:
+            hold.force_complete()
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             self._discard(ahead, self._aheads_discarded)

@@ -3,9 +3,10 @@
 # Two ordered ledgers, both fed by `owe()` in request order:
 #
 #   owed      what the client is owed, in request order: one slot per response it expects
-#             (Forwarded, Local, HeldFetch, HeldProduce). The response pump takes them with
-#             `next_owed()`, which answers NEED_REQUEST while the queue is empty and
-#             REQUESTS_DONE once the request side has ended and everything is answered.
+#             (Forwarded, Local, HeldFetch, HeldRepeat, HeldProduce). The response pump
+#             takes them with `next_owed()`, which answers NEED_REQUEST while the queue is
+#             empty and REQUESTS_DONE once the request side has ended and everything is
+#             answered.
 #   upstream  the correlation ids the upstream may answer, in the order they were sent. An
 #             entry is *required* (the client waits for it) or *optional*: an acks=0 produce
 #             (Kafka sends nothing, Tansu answers anyway) or a produce the proxy has already
@@ -37,6 +38,8 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
+from proxy.held.delayed import DelayedFetch
+from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.service import FetchTicket
 from proxy.rewrite import ProducedPartitions, RequestPlan
 from wire.sentinel import Sentinel
@@ -49,6 +52,7 @@ __all__ = [
     "Forwarded",
     "HeldFetch",
     "HeldProduce",
+    "HeldRepeat",
     "Local",
     "Slot",
     "Unanswered",
@@ -126,7 +130,22 @@ class HeldFetch:
     ahead_id: int | None = None
 
 
-Slot = Local | Forwarded | HeldFetch | HeldProduce
+@dataclass(frozen=True, slots=True)
+class HeldRepeat:
+    """An idle consumer's repeated fetch, held from its bytes (proxy/connection/fetches.py):
+    no ticket and no plan of its own. ``plan`` is the learnt fetch's (its header names the api
+    and client for the record); ``correlation_id`` this request's; ``hold`` its wait in the
+    purgatory, entered at ``held_from_s`` (trio clock)."""
+
+    plan: RequestPlan
+    repeat: FetchRepeat
+    correlation_id: int
+    hold: DelayedFetch
+    held_from_s: float
+    arrival: Arrival
+
+
+Slot = Local | Forwarded | HeldFetch | HeldRepeat | HeldProduce
 
 
 #: Optional upstream entries kept at most, once they reach the head (see "Bound" above).
@@ -184,10 +203,10 @@ class Connection:
                 self._upstream.popleft()
                 self._optional -= 1
             return
-        if isinstance(slot, HeldFetch):
-            if slot.first_sent and slot.ahead_id is None:
-                self._upstream.append((slot.plan.header.correlation_id, False))
-        elif not isinstance(slot, Local):
+        # Local and HeldRepeat send nothing upstream; a HeldFetch only its own first look.
+        if isinstance(slot, Forwarded | HeldProduce) or (
+            isinstance(slot, HeldFetch) and slot.first_sent and slot.ahead_id is None
+        ):
             self._upstream.append((slot.plan.header.correlation_id, False))
         self._owed.append(slot)
 

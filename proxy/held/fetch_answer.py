@@ -32,6 +32,7 @@ __all__ = [
     "error_response",
     "has_unread_records",
     "learn",
+    "nothing_to_tell",
     "reached_offsets",
     "satisfied",
     "upstream_request",
@@ -245,6 +246,21 @@ def build_response(
         responses=list(topics.values()),
         node_endpoints=results.node_endpoints,
     )
+
+
+def nothing_to_tell(context: FetchContext, states: PartitionStates, names: TopicNames) -> bool:
+    """Whether ``build_response`` for ``context``'s incremental session, with no upstream
+    answer, would carry no partition: what the proxy knows of each is what the client was
+    last told (``FetchContext.respond`` would find no change). Cheaper than building it."""
+    for key, cached in context.partitions.items():
+        state = states.get(canonical(key, names))
+        if state is not None and (
+            state.high_watermark != cached.told_high_watermark
+            or state.last_stable_offset != cached.told_last_stable_offset
+            or state.log_start_offset != cached.told_log_start_offset
+        ):
+            return False
+    return True
 
 
 def error_response(error_code: int) -> FetchResponse:

@@ -13,7 +13,7 @@
 # codec does not reproduce byte for byte (unknown tagged fields, say) gets no template and
 # keeps the ordinary path.
 #
-# What a match means is left to the caller (HeldRequests.plan_repeat): the bytes say "the same
+# What a match means is left to the caller (HeldRequests.hold_repeat): the bytes say "the same
 # request"; whether its session is still there at that epoch (or, sessionless, that the epoch
 # is still -1), and whether anything is new, is the session's and the partitions' business.
 # Pure: no trio, no sockets, no clock.

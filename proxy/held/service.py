@@ -11,10 +11,13 @@
 #
 # A client connection (proxy/connection/fetches.py) calls `plan` when a Fetch arrives (session
 # bookkeeping, and whether the broker must be asked at all), `hold_now` when the proxy knows
-# there is nothing new (the fetch waits from that moment), and then `answer` produces the
-# client's response: a first look upstream if the plan says so, then holding the fetch in the
-# purgatory as long as Kafka would, and a re-fetch after each wake-up. `hold_produce` registers
-# a produce waiting for its answer; `produced` is the produce side's wake-up of held fetches.
+# there is nothing new (the fetch waits from that moment), or `hold_repeat` for an idle
+# consumer's repeat recognised by its bytes (held with no ticket; one is made only if news
+# comes), and then `answer` produces the client's response: a first look upstream if the plan
+# says so, then holding the fetch in the purgatory as long as Kafka would, and a re-fetch after
+# each wake-up.
+# `hold_produce` registers a produce waiting for its answer; `produced` is the produce side's
+# wake-up of held fetches.
 #
 # Where the upstream reads go depends on whose identity the cluster sees:
 #   - the proxy's (client_auth = "none"): the broker's shared re-fetch channels, identical
@@ -124,6 +127,17 @@ class FetchTicket:
         hold, self.hold = self.hold, None
         if hold is not None:
             hold.force_complete()
+
+    @classmethod
+    def of_repeat(
+        cls, node_id: int, repeat: FetchRepeat, hold: DelayedFetch, held_from_s: float
+    ) -> FetchTicket:
+        """The ticket of a repeat held by ``HeldRequests.hold_repeat``, for ``answer`` to
+        build its response: its hold (entered at ``held_from_s``) is already done."""
+        ticket = cls(repeat.request, repeat.version, node_id, repeat.context,
+                     hold.expiration_ms, False, nothing_new=True)  # fmt: skip
+        ticket.hold, ticket.hold_started_s = hold, held_from_s
+        return ticket
 
     def shrink(self, pool: MemoryPool, size_bytes: int) -> None:
         """Trade the response budget for what the answer really takes, now that it is read:
@@ -255,13 +269,19 @@ class HeldRequests:
             ticket.nothing_new = True
         return ticket
 
-    def plan_repeat(self, node_id: int, repeat: FetchRepeat, epoch: int) -> FetchTicket | None:
-        """``plan`` for an idle consumer's repeated fetch, recognised by its bytes
-        (proxy/held/fetch_repeat.py), without decoding it: its ticket if its session is where
-        the repeat says (sessionless: the epoch is still -1) and the proxy knows it has nothing
-        new (it can enter the purgatory at once); None to plan it the ordinary way (which also
-        answers a session error). Only with the proxy's identity: passthrough plans what its
-        connection has read.
+    def hold_repeat(
+        self, node_id: int, repeat: FetchRepeat, epoch: int, wake: trio.lowlevel.ParkingLot
+    ) -> DelayedFetch | None:
+        """Hold an idle consumer's repeated fetch, recognised by its bytes
+        (proxy/held/fetch_repeat.py), at once: no decoding, no ticket. Only if its session is
+        where the repeat says (sessionless: the epoch is still -1) and the proxy knows it has
+        nothing new; None to plan it the ordinary way (which also answers a session error).
+        Completion unparks ``wake`` (as ``hold_now``). Only with the proxy's identity:
+        passthrough plans what its connection has read.
+
+        Its answer needs a ticket only if something happened (``FetchTicket.of_repeat``): an
+        expiry with nothing to tell is the session's empty answer
+        (proxy/held/fetch_answer.py, ``nothing_to_tell``).
         """
         session, cache = repeat.session, self._sessions.get(node_id)
         if session is None:
@@ -269,17 +289,25 @@ class HeldRequests:
                 return None
         elif cache is None or not session.partitions or not cache.is_current(session, epoch):
             return None
-        request = repeat.request
+        request, context = repeat.request, repeat.context
         now_ms = current_time_ms()
-        ticket = FetchTicket(
-            request, repeat.version, node_id, repeat.context, now_ms + request.max_wait_ms, False,
-            nothing_new=True,
+        names, states = self.names, self.states
+        isolation = request.isolation_level
+        for key, cached in context.partitions.items():
+            if not states.nothing_new(canonical(key, names), cached.fetch_offset, isolation,
+                                      now_ms):  # fmt: skip
+                return None
+        operation = DelayedFetch(
+            request.max_wait_ms, states, reached_offsets(context, states, names, isolation),
+            isolation, wake,
         )  # fmt: skip
-        if not self._nothing_new(ticket, now_ms, None):
-            return None
+        keys = operation.keys
+        if self.fetches.try_complete_else_watch(operation, keys, now_ms):
+            return None  # (news cannot come in between: nothing awaits since the check)
+        self._watcher(node_id).want(keys, now_ms + request.max_wait_ms)
         if session is not None and cache is not None:
             cache.renew(session, now_ms)
-        return ticket
+        return operation
 
     def _nothing_new(
         self, ticket: FetchTicket, now_ms: int, known: Container[tuple[object, int]] | None

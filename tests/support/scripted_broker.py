@@ -131,6 +131,8 @@ class ScriptedBroker:
         #: A Fetch whose max wait ran out is answered this much later (a busy broker, or a
         #: proxy whose loop reads the answer late: the same to the proxy).
         self.late_fetch_s = 0.0
+        #: Fetch answers report this log start offset per partition (records deleted), not 0.
+        self.log_start_offsets: dict[tuple[str, int], int] = {}
         #: ListOffsets latest per partition instead of the log's length (a broker like Tansu).
         self.latest_offsets: dict[tuple[str, int], int] = {}
         #: ListOffsets answers these partitions with this error code.
@@ -362,7 +364,9 @@ class ScriptedBroker:
                         partition_index=wanted.partition,
                         high_watermark=len(log),
                         last_stable_offset=len(log),
-                        log_start_offset=0,
+                        log_start_offset=self.log_start_offsets.get(
+                            (topic.topic, wanted.partition), 0
+                        ),
                         records=b"".join(blobs),
                     )
                 )

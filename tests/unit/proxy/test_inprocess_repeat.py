@@ -31,7 +31,7 @@ class _Plans:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ordinary = self.repeats = 0
-        for name, counter in (("plan", "ordinary"), ("plan_repeat", "repeats")):
+        for name, counter in (("plan", "ordinary"), ("hold_repeat", "repeats")):
             monkeypatch.setattr(HeldRequests, name, self._counting(getattr(HeldRequests, name),
                                                                    counter))  # fmt: skip
 
@@ -45,10 +45,11 @@ class _Plans:
         return counted
 
 
-async def _open_session(proxy: InProcessProxy) -> tuple[WireClient, int]:
-    """A consumer whose session has been answered once incrementally (the template)."""
+async def _open_session(proxy: InProcessProxy, offset: int = 0) -> tuple[WireClient, int]:
+    """A consumer at ``offset`` whose session has been answered once incrementally (the
+    template)."""
     consumer = await proxy.client()
-    full = fetch(max_wait_ms=500)
+    full = fetch(offset=offset, max_wait_ms=500)
     full.session_epoch = 0
     await consumer.send(full, VERSION)
     _, response, _ = await consumer.receive()
@@ -146,6 +147,50 @@ async def test_a_produce_wakes_a_held_repeat_with_the_records(
         (topic,) = response.responses
         assert bytes(topic.partitions[0].records) == b"r" * 10
         assert plans.repeats == 1
+
+
+async def test_a_repeat_whose_log_start_moved_is_told_it_at_its_deadline(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records deleted while a repeat waits (the log start moves; nothing new to read, so the
+    hold runs to its deadline): the incremental answer must carry the partition with its new
+    log start (KIP-227), not the session's empty answer the repeat usually gets."""
+    plans = _Plans(monkeypatch)
+    broker = broker_with_topic()
+    broker.append("t", 0, b"r" * 10)
+    async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 100}) as proxy:
+        consumer, session_id = await _open_session(proxy, offset=1)
+        broker.log_start_offsets[("t", 0)] = 1  # the watcher's next poll tells the proxy
+        sent = trio.current_time()
+        await consumer.send(_incremental(session_id, 2), VERSION)
+        _, response, at = await consumer.receive()
+        assert 0.499 <= round(at - sent, 6) <= 0.501
+        (topic,) = response.responses
+        (partition,) = topic.partitions
+        assert (partition.log_start_offset, partition.high_watermark) == (1, 1)
+        assert bytes(partition.records or b"") == b""
+        await _idle_repeats(consumer, session_id, range(3, 5))  # told: empty again
+        assert plans.repeats == 3
+
+
+async def test_a_held_repeat_leaves_the_purgatory_with_its_connection(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A connection the proxy ends (here: the client's next frame is too short to be a
+    request) takes its held repeat out of the purgatory at once, not at its deadline. (A
+    client that only closes is still answered: Kafka keeps its fetch until the deadline too.)"""
+    async with proxy_in_process(broker_with_topic()) as proxy:
+        held = proxy.running.services.held
+        assert held is not None
+        consumer, session_id = await _open_session(proxy)
+        sent = trio.current_time()
+        await consumer.send(_incremental(session_id, 2), VERSION)
+        await trio.sleep(0.1)
+        assert held.fetches.statistics().pending == 1
+        await consumer.stream.send_all(b"\x00\x00\x00\x01x")
+        assert await consumer.closed()
+        assert held.fetches.statistics().pending == 0
+        assert trio.current_time() - sent < 0.2  # (its deadline: 0.5 s)
 
 
 async def test_a_repeat_at_a_stale_epoch_gets_the_session_error(
