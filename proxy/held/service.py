@@ -15,9 +15,8 @@
 # consumer's repeat recognised by its bytes (held with no ticket; one is made only if news
 # comes), and then `answer` produces the client's response: a first look upstream if the plan
 # says so, then holding the fetch in the purgatory as long as Kafka would, and a re-fetch after
-# each wake-up.
-# `hold_produce` registers a produce waiting for its answer; `produced` is the produce side's
-# wake-up of held fetches.
+# each wake-up. `hold_produce` registers a produce waiting for its answer; `produced` is the
+# produce side's wake-up of held fetches.
 #
 # Where the upstream reads go depends on whose identity the cluster sees:
 #   - the proxy's (client_auth = "none"): the broker's shared re-fetch channels, identical
@@ -264,7 +263,9 @@ class HeldRequests:
         )
         if context.kind is ContextKind.ERROR or not context.partitions:
             ticket.ask_upstream = False  # answered at once, with nothing (Kafka does the same)
-        elif request.max_wait_ms > 0 and self._nothing_new(ticket, now_ms, known):
+        elif request.max_wait_ms > 0 and self._nothing_new(
+            context, request.isolation_level, now_ms, known
+        ):
             ticket.ask_upstream = False
             ticket.nothing_new = True
         return ticket
@@ -290,34 +291,29 @@ class HeldRequests:
         elif cache is None or not session.partitions or not cache.is_current(session, epoch):
             return None
         request, context = repeat.request, repeat.context
-        now_ms = current_time_ms()
-        names, states = self.names, self.states
-        isolation = request.isolation_level
-        for key, cached in context.partitions.items():
-            if not states.nothing_new(canonical(key, names), cached.fetch_offset, isolation,
-                                      now_ms):  # fmt: skip
-                return None
-        operation = DelayedFetch(
-            request.max_wait_ms, states, reached_offsets(context, states, names, isolation),
-            isolation, wake,
-        )  # fmt: skip
-        keys = operation.keys
-        if self.fetches.try_complete_else_watch(operation, keys, now_ms):
-            return None  # (news cannot come in between: nothing awaits since the check)
-        self._watcher(node_id).want(keys, now_ms + request.max_wait_ms)
+        isolation, now_ms = request.isolation_level, current_time_ms()
+        if not self._nothing_new(context, isolation, now_ms):
+            return None
+        deadline_ms = now_ms + request.max_wait_ms
+        operation = self._hold_until(node_id, context, isolation, now_ms, deadline_ms, wake)
+        if operation is None:
+            return None  # (cannot be: nothing new, and nothing awaited since the check)
         if session is not None and cache is not None:
             cache.renew(session, now_ms)
         return operation
 
     def _nothing_new(
-        self, ticket: FetchTicket, now_ms: int, known: Container[tuple[object, int]] | None
+        self,
+        context: FetchContext,
+        isolation: int,
+        now_ms: int,
+        known: Container[tuple[object, int]] | None = None,
     ) -> bool:
         names, states = self.names, self.states
-        isolation = ticket.request.isolation_level
         return all(
             (known is None or key in known)
             and states.nothing_new(canonical(key, names), cached.fetch_offset, isolation, now_ms)
-            for key, cached in ticket.context.partitions.items()
+            for key, cached in context.partitions.items()
         )
 
     def hold_now(self, ticket: FetchTicket, wake: trio.lowlevel.ParkingLot) -> bool:
@@ -340,18 +336,33 @@ class HeldRequests:
     ) -> DelayedFetch | None:
         """A wait in the purgatory for ``ticket`` until news or its deadline, registered
         (None: it completed at once)."""
-        isolation = ticket.request.isolation_level
+        return self._hold_until(ticket.node_id, ticket.context, ticket.request.isolation_level,
+                                now_ms, ticket.deadline_ms, wake)  # fmt: skip
+
+    def _hold_until(
+        self,
+        node_id: int,
+        context: FetchContext,
+        isolation: int,
+        now_ms: int,
+        deadline_ms: int,
+        wake: trio.lowlevel.ParkingLot | None,
+    ) -> DelayedFetch | None:
+        """A wait in the purgatory for ``context``'s partitions until news or ``deadline_ms``,
+        registered, and the broker's watcher asked to cover them (None: it completed at
+        once)."""
+        states = self.states
         operation = DelayedFetch(
-            ticket.deadline_ms - now_ms,
-            self.states,
-            reached_offsets(ticket.context, self.states, self.names, isolation),
+            deadline_ms - now_ms,
+            states,
+            reached_offsets(context, states, self.names, isolation),
             isolation,
             wake,
         )
         keys = operation.keys
         if self.fetches.try_complete_else_watch(operation, keys, now_ms):
             return None
-        self._watcher(ticket.node_id).want(keys, ticket.deadline_ms)
+        self._watcher(node_id).want(keys, deadline_ms)
         return operation
 
     def immediate_request(
