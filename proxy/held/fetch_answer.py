@@ -254,10 +254,8 @@ def nothing_to_tell(context: FetchContext, states: PartitionStates, names: Topic
     last told (``FetchContext.respond`` would find no change). Cheaper than building it."""
     for key, cached in context.partitions.items():
         state = states.get(canonical(key, names))
-        if state is not None and (
-            state.high_watermark != cached.told_high_watermark
-            or state.last_stable_offset != cached.told_last_stable_offset
-            or state.log_start_offset != cached.told_log_start_offset
+        if state is not None and not cached.was_told(
+            state.high_watermark, state.last_stable_offset, state.log_start_offset
         ):
             return False
     return True

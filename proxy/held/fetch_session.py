@@ -117,13 +117,20 @@ class CachedPartition:
         self.last_fetched_epoch = partition.last_fetched_epoch
         self.log_start_offset = partition.log_start_offset
 
+    def was_told(self, high_watermark: int, last_stable_offset: int, log_start_offset: int) -> bool:
+        """Whether these offsets are what the client was last told (an incremental response
+        need not carry the partition for them)."""
+        return (
+            high_watermark == self.told_high_watermark
+            and last_stable_offset == self.told_last_stable_offset
+            and log_start_offset == self.told_log_start_offset
+        )
+
     def take_news(self, news: PartitionNews) -> bool:
         """Record what the client is about to be told; True if an incremental response must
         carry this partition (it has records, an error, or changed offsets)."""
-        changed = (
-            news.high_watermark != self.told_high_watermark
-            or news.last_stable_offset != self.told_last_stable_offset
-            or news.log_start_offset != self.told_log_start_offset
+        changed = not self.was_told(
+            news.high_watermark, news.last_stable_offset, news.log_start_offset
         )
         self.told_high_watermark = news.high_watermark
         self.told_last_stable_offset = news.last_stable_offset

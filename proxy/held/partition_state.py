@@ -130,13 +130,18 @@ class PartitionStates:
         if state is not None:
             state.stale = True
 
-    def uncover(self, keys: list[PartitionKey]) -> None:
-        """A watcher's poll failed or left ``keys`` out: what the proxy knows of them may be
-        old, so fetches must ask the broker (no longer fresh)."""
+    def cover(self, keys: list[PartitionKey], until_ms: int) -> None:
+        """What the proxy knows of ``keys`` is current until ``until_ms`` (a watcher's poll
+        is out for them, or was just read)."""
         for key in keys:
             state = self._states.get(key)
             if state is not None:
-                state.watched_until_ms = -1
+                state.watched_until_ms = until_ms
+
+    def uncover(self, keys: list[PartitionKey]) -> None:
+        """A watcher's poll failed or left ``keys`` out: what the proxy knows of them may be
+        old, so fetches must ask the broker (no longer fresh)."""
+        self.cover(keys, -1)
 
     def settle(self, key: PartitionKey) -> None:
         """The broker was asked about ``key`` and said nothing: no longer stale."""

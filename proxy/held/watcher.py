@@ -93,7 +93,7 @@ class UpstreamWatcher:
                 continue
             sent_ms = current_time_ms()
             # Covered while the poll is out (see the module header).
-            self._cover(keys, sent_ms + _HUNG_POLLS * self._max_wait_ms)
+            self._states.cover(keys, sent_ms + _HUNG_POLLS * self._max_wait_ms)
             self._polls.inc()
             try:
                 response = await self._channel.request(request, WATCH_VERSION)
@@ -104,7 +104,7 @@ class UpstreamWatcher:
                 continue
             assert isinstance(response, FetchResponse)
             # Read: no longer covered by this poll; the next one covers what is still wanted.
-            self._cover(keys, current_time_ms())
+            self._states.cover(keys, current_time_ms())
             changed = learn(FetchResults.of(response), self._states, self._names)
             for key in changed:
                 self._purgatory.check_and_complete(key)
@@ -113,14 +113,6 @@ class UpstreamWatcher:
                 await trio.sleep(_RETRY_S)
             elif not changed and current_time_ms() - sent_ms < self._max_wait_ms * _EARLY_FRACTION:
                 await trio.sleep(_PAUSE_S)
-
-    def _cover(self, keys: list[PartitionKey], until_ms: int) -> None:
-        """What the proxy knows of ``keys`` is current until ``until_ms``."""
-        states = self._states
-        for key in keys:
-            state = states.get(key)
-            if state is not None:
-                state.watched_until_ms = until_ms
 
     def _next_poll(self, now_ms: int) -> tuple[FetchRequest | None, list[PartitionKey]]:
         """The poll to send now, over every partition still wanted whose end is known."""
