@@ -9,7 +9,7 @@ RUN_STAMP  := $(VENV)/.installed-run
 FULL_STAMP := $(VENV)/.installed-full
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint bench fuzz soak clean
+.PHONY: run run-kafka kafka test lint bench fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,17 @@ $(FULL_STAMP): pyproject.toml | $(BIN)/python
 run: $(RUN_STAMP)
 	$(BIN)/purgatory-proxy run $(ARGS)
 
+# Apache Kafka (both lines the tests run) from Maven Central into ~/.cache/purgatory-proxy.
+kafka: $(FULL_STAMP)
+	$(BIN)/python -m testbed.kafka_install
+
+# The proxy in front of a one-node Apache Kafka started on a free loopback port.
+run-kafka: kafka
+	$(BIN)/python -m testbed.run_kafka $(ARGS)
+
 test: $(FULL_STAMP)
 	bash scripts/install-system-deps.sh
+	$(BIN)/python -m testbed.kafka_install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(FULL_STAMP)

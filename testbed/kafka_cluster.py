@@ -1,0 +1,402 @@
+# Strategy: a real Apache Kafka cluster in KRaft mode, one JVM per node, each node both broker
+# and controller (combined mode, a static quorum of every node), on free loopback ports, owned
+# by one context manager that kills every JVM by PID however the block ends.
+#
+#   listeners   one per kind the test asks for, named after its security protocol (PLAINTEXT,
+#               SSL, SASL_PLAINTEXT, SASL_SSL), plus INTERNAL (broker to broker) and CONTROLLER.
+#   SASL        every SASL listener offers PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER
+#               (Kafka's unsecured JWS validator, which is for tests); the users of USERS exist
+#               for each mechanism (SCRAM ones created at format time, KIP-900).
+#   authorizer  StandardAuthorizer, super user admin, no ACL means no access. Broker-to-broker
+#               and controller traffic then authenticate as admin over SASL PLAIN, as a
+#               production cluster would, so an anonymous client is not a super user.
+#   TLS         PEM key stores (KIP-651) from testbed/certs.py's throwaway CA.
+#
+# A node can be killed, paused (SIGSTOP: a hung broker) and started again on the same ports
+# and data. Logs and data live in one folder per cluster; the logs are kept (their path is in
+# every error) and the data removed at the end.
+"""`running_kafka`: an Apache Kafka KRaft cluster of 1 or more nodes for the tests."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testbed.certs import Pki, make_pki
+from testbed.kafka_install import KAFKA_VERSION, ensure_kafka
+from testbed.processes import free_port
+
+__all__ = [
+    "CLIENT_LISTENERS",
+    "SASL_MECHANISMS",
+    "USERS",
+    "KafkaCluster",
+    "KafkaNode",
+    "running_kafka",
+]
+
+#: The client listener kinds a cluster can offer (named after their security protocol).
+CLIENT_LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: Users known to every SASL mechanism; admin is the super user when the authorizer is on.
+USERS: Mapping[str, str] = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+_HOST = "127.0.0.1"
+_STARTED = "Kafka Server started"
+_LOG4J = Path(__file__).resolve().parent / "kafka" / "log4j2.properties"
+_JVM = ["-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
+_START_TIMEOUT_S = float(os.environ.get("KAFKA_START_TIMEOUT_S", "120"))
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the JVM is killed if the test process dies (even -9)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@dataclass
+class KafkaNode:
+    """One broker-and-controller process: its ports, folder and (while running) process."""
+
+    node_id: int
+    ports: dict[str, int]
+    directory: Path
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    def address(self, listener: str = "PLAINTEXT") -> str:
+        return f"{_HOST}:{self.ports[listener]}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class KafkaCluster:
+    """A running cluster. Addresses are per client listener kind (see CLIENT_LISTENERS)."""
+
+    version: str
+    nodes: tuple[KafkaNode, ...]
+    listeners: tuple[str, ...]
+    directory: Path
+    pki: Pki | None
+    authorizer: bool
+    _libs: Path = field(repr=False)
+    _properties: dict[int, Path] = field(repr=False, default_factory=dict)
+
+    def bootstrap(self, listener: str = "PLAINTEXT") -> str:
+        """Every node's address on ``listener``, comma-separated (what clients are given)."""
+        return ",".join(node.address(listener) for node in self.nodes)
+
+    def node(self, node_id: int) -> KafkaNode:
+        return next(node for node in self.nodes if node.node_id == node_id)
+
+    def kill(self, node_id: int, signum: int = signal.SIGKILL) -> None:
+        """Stop one node by ``signum`` (SIGKILL: a crash; SIGTERM: a controlled shutdown)."""
+        node = self.node(node_id)
+        if node.process is not None:
+            node.process.send_signal(signum)
+            node.process.wait(timeout=60)
+            node.process = None
+
+    def pause(self, node_id: int) -> None:
+        """Freeze one node (SIGSTOP): a broker that hangs with its sockets open."""
+        pid = self.node(node_id).pid
+        assert pid is not None, f"node {node_id} is not running"
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        pid = self.node(node_id).pid
+        assert pid is not None, f"node {node_id} is not running"
+        os.kill(pid, signal.SIGCONT)
+
+    def start(self, node_id: int) -> None:
+        """Start one (stopped) node again on its ports and data; return once it serves."""
+        node = self.node(node_id)
+        assert not node.running(), f"node {node_id} is running"
+        self._launch(node)
+        self._wait_started([node])
+
+    def _launch(self, node: KafkaNode) -> None:
+        offset = node.log_path.stat().st_size if node.log_path.exists() else 0
+        log = node.log_path.open("ab")
+        command = [
+            "java",
+            *_JVM,
+            f"-Dlog4j2.configurationFile={_LOG4J}",
+            "-cp",
+            f"{self._libs}/*",
+            "kafka.Kafka",
+            str(self._properties[node.node_id]),
+        ]
+        node.process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+        node.directory.joinpath(".log-offset").write_text(str(offset))
+
+    def _wait_started(self, nodes: list[KafkaNode]) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        waiting = list(nodes)
+        while waiting:
+            for node in list(waiting):
+                offset = int(node.directory.joinpath(".log-offset").read_text())
+                if _STARTED in node.log_text()[offset:]:
+                    waiting.remove(node)
+                elif not node.running():
+                    raise RuntimeError(
+                        f"Kafka {self.version} node {node.node_id} exited before serving; "
+                        f"log {node.log_path}:\n{node.log_text()[-3000:]}"
+                    )
+            if waiting and time.monotonic() > deadline:
+                ids = [node.node_id for node in waiting]
+                raise RuntimeError(
+                    f"Kafka {self.version} nodes {ids} did not start within "
+                    f"{_START_TIMEOUT_S:.0f} s; logs in {self.directory}"
+                )
+            time.sleep(0.1)
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            if node.process is not None:
+                if node.process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(node.process.pid, signal.SIGCONT)  # a paused JVM cannot die
+                    node.process.kill()
+                node.process.wait(timeout=30)
+                node.process = None
+
+
+def _cluster_id() -> str:
+    """A random id as Kafka writes them; never one that starts with "-" (an option to the
+    3.9 storage tool's parser), as Kafka's own Uuid.randomUuid avoids."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _jaas_plain(username: str, users: Mapping[str, str]) -> str:
+    accounts = " ".join(f'user_{name}="{secret}"' for name, secret in users.items())
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{username}" password="{users[username]}" {accounts};'
+    )
+
+
+def _sasl_listener_properties(listener: str) -> list[str]:
+    name = listener.lower()
+    scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    oauth = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="admin";'
+    )
+    validator = (
+        "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+        "OAuthBearerUnsecuredValidatorCallbackHandler"
+    )
+    return [
+        f"listener.name.{name}.plain.sasl.jaas.config={_jaas_plain('admin', USERS)}",
+        f"listener.name.{name}.scram-sha-256.sasl.jaas.config={scram}",
+        f"listener.name.{name}.scram-sha-512.sasl.jaas.config={scram}",
+        f"listener.name.{name}.oauthbearer.sasl.jaas.config={oauth}",
+        f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class={validator}",
+    ]
+
+
+def _server_properties(
+    node: KafkaNode,
+    nodes: tuple[KafkaNode, ...],
+    *,
+    version: str,
+    listeners: tuple[str, ...],
+    pki: Pki | None,
+    ssl_client_auth: str,
+    authorizer: bool,
+    reauth_ms: int | None,
+    extra: Mapping[str, str],
+) -> str:
+    count = len(nodes)
+    internal = "SASL_PLAINTEXT" if authorizer else "PLAINTEXT"
+    names = [*listeners, "INTERNAL", "CONTROLLER"]
+    protocol = {**{name: name for name in listeners}, "INTERNAL": internal, "CONTROLLER": internal}
+    voters = ",".join(f"{n.node_id}@{_HOST}:{n.ports['CONTROLLER']}" for n in nodes)
+    lines = {
+        "process.roles": "broker,controller",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": ",".join(f"{name}://{_HOST}:{node.ports[name]}" for name in names),
+        "advertised.listeners": ",".join(
+            f"{name}://{_HOST}:{node.ports[name]}" for name in [*listeners, "INTERNAL"]
+        ),
+        "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocol.items()),
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "INTERNAL",
+        "log.dirs": str(node.directory / "data"),
+        "num.partitions": "1",
+        "default.replication.factor": str(min(count, 3)),
+        "min.insync.replicas": str(min(count, 2)),
+        "offsets.topic.replication.factor": str(min(count, 3)),
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": str(min(count, 3)),
+        "transaction.state.log.min.isr": str(min(count, 2)),
+        "transaction.state.log.num.partitions": "5",
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "false",
+        # A short wait before a restarted node is unfenced keeps restarts quick.
+        "controller.quorum.election.timeout.ms": "1000",
+        "controller.quorum.fetch.timeout.ms": "2000",
+        "broker.session.timeout.ms": "6000",
+        "broker.heartbeat.interval.ms": "1000",
+    }
+    if not version.startswith("3."):
+        lines |= {
+            "share.coordinator.state.topic.replication.factor": str(min(count, 3)),
+            "share.coordinator.state.topic.min.isr": str(min(count, 2)),
+            "share.coordinator.state.topic.num.partitions": "3",
+        }
+    sasl = [name for name in listeners if name.startswith("SASL_")]
+    if sasl or authorizer:
+        lines["sasl.enabled.mechanisms"] = ",".join(SASL_MECHANISMS)
+    if authorizer:
+        lines |= {
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin",
+            "allow.everyone.if.no.acl.found": "false",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config": _jaas_plain("admin", USERS),
+            "listener.name.controller.plain.sasl.jaas.config": _jaas_plain("admin", USERS),
+        }
+    if reauth_ms is not None:
+        lines["connections.max.reauth.ms"] = str(reauth_ms)
+    if pki is not None:
+        lines |= {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(node.directory / "keystore.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(pki.ca),
+            "ssl.client.auth": ssl_client_auth,
+        }
+    lines |= dict(extra)
+    text = [f"{key}={value}" for key, value in lines.items()]
+    for name in sasl:
+        text += _sasl_listener_properties(name)
+    return "\n".join(text) + "\n"
+
+
+def _format(libs: Path, properties: Path, cluster_id: str, log: Path) -> None:
+    scram = [
+        arg
+        for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+        for name, secret in USERS.items()
+        for arg in ("--add-scram", f"{mechanism}=[name={name},password={secret}]")
+    ]
+    command = [
+        "java",
+        f"-Dlog4j2.configurationFile={_LOG4J}",
+        "-cp",
+        f"{libs}/*",
+        "kafka.tools.StorageTool",
+        "format",
+        "-t",
+        cluster_id,
+        "-c",
+        str(properties),
+        *scram,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    log.write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"formatting Kafka storage failed:\n{done.stdout}{done.stderr}")
+
+
+@contextlib.contextmanager
+def running_kafka(
+    nodes: int = 1,
+    *,
+    version: str = KAFKA_VERSION,
+    listeners: tuple[str, ...] = ("PLAINTEXT",),
+    ssl_client_auth: str = "none",
+    authorizer: bool = False,
+    reauth_ms: int | None = None,
+    extra: Mapping[str, str] | None = None,
+    directory: Path | None = None,
+) -> Iterator[KafkaCluster]:
+    """Run an Apache Kafka cluster of ``nodes`` combined nodes for the block.
+
+    ``listeners``: client listener kinds (CLIENT_LISTENERS). ``ssl_client_auth``: none,
+    requested or required on SSL listeners. ``authorizer``: StandardAuthorizer, admin super
+    user. ``reauth_ms``: connections.max.reauth.ms (KIP-368). ``extra``: more broker
+    properties. ``directory``: where logs and data go (default: a new temporary folder, whose
+    logs stay after the block; their path is in every startup error).
+    """
+    unknown = set(listeners) - set(CLIENT_LISTENERS)
+    assert not unknown, f"unknown listener kinds {unknown}; known: {CLIENT_LISTENERS}"
+    libs = ensure_kafka(version)
+    root = directory or Path(tempfile.mkdtemp(prefix=f"kafka-{version}-"))
+    pki = make_pki(root / "pki") if {"SSL", "SASL_SSL"} & set(listeners) else None
+    names = [*listeners, "INTERNAL", "CONTROLLER"]
+    members = tuple(
+        KafkaNode(node_id, {name: free_port() for name in names}, root / f"node-{node_id}")
+        for node_id in range(1, nodes + 1)
+    )
+    cluster = KafkaCluster(version, members, tuple(listeners), root, pki, authorizer, libs)
+    cluster_id = _cluster_id()
+    try:
+        for node in members:
+            node.directory.mkdir(parents=True)
+            if pki is not None:
+                keystore = pki.server.key.read_text() + pki.server.cert.read_text()
+                (node.directory / "keystore.pem").write_text(keystore)
+            properties = node.directory / "server.properties"
+            properties.write_text(
+                _server_properties(
+                    node,
+                    members,
+                    version=version,
+                    listeners=tuple(listeners),
+                    pki=pki,
+                    ssl_client_auth=ssl_client_auth,
+                    authorizer=authorizer,
+                    reauth_ms=reauth_ms,
+                    extra=extra or {},
+                )
+            )
+            cluster._properties[node.node_id] = properties
+            _format(libs, properties, cluster_id, node.directory / "format.log")
+        for node in members:
+            cluster._launch(node)
+        cluster._wait_started(list(members))
+        yield cluster
+    finally:
+        cluster.stop_all()
+        for node in members:
+            shutil.rmtree(node.directory / "data", ignore_errors=True)

@@ -1,0 +1,124 @@
+"""Apache Kafka for the tests, resolved from Maven Central into a cache outside the repo.
+
+Why Maven and not a release tarball: the machines reach Maven Central, and the broker is an
+ordinary artifact there (``org.apache.kafka:kafka_2.13``) whose POM lists every module it runs
+with. ``mvn dependency:copy-dependencies`` over testbed/kafka/pom.xml copies that classpath
+into ``<cache>/kafka-<version>/libs``; the broker is then ``java -cp 'libs/*' kafka.Kafka``.
+A finished install is marked by a stamp file, so a second call costs nothing and an
+interrupted one is redone.
+
+``python -m testbed.kafka_install`` installs every pinned line (``make test`` runs it);
+``--version V`` one of them; ``--print-libs`` prints the classpath folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = [
+    "KAFKA_LINES",
+    "KAFKA_VERSION",
+    "cache_root",
+    "ensure_kafka",
+    "kafka_clients_jar",
+    "main",
+]
+
+#: The newest 4.x and the last 3.x line, the two that users run.
+KAFKA_LINES = ("4.4.0", "3.9.2")
+#: The broker of the suite unless a test asks for another line ($KAFKA_VERSION overrides).
+KAFKA_VERSION = os.environ.get("KAFKA_VERSION", KAFKA_LINES[0])
+
+_POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+_STAMP = ".installed"
+
+
+def cache_root() -> Path:
+    """Where downloaded tools live: $PURGATORY_CACHE, else ~/.cache/purgatory-proxy."""
+    configured = os.environ.get("PURGATORY_CACHE")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "purgatory-proxy"
+
+
+def _install_dir(version: str) -> Path:
+    return cache_root() / f"kafka-{version}"
+
+
+def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
+    """The folder of Kafka ``version``'s runtime jars, resolving them first if needed.
+
+    Raises:
+        RuntimeError: Maven failed (its output is in the message).
+    """
+    home = _install_dir(version)
+    libs = home / "libs"
+    if (home / _STAMP).exists():
+        return libs
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("Maven (mvn) is not on PATH: it resolves Kafka from Maven Central")
+    home.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
+    command = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(_POM),
+        f"-Dkafka.version={version}",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+    ]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not any(staging.glob(f"kafka_2.13-{version}.jar")):
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(
+            f"resolving Kafka {version} from Maven Central failed "
+            f"(exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
+    shutil.rmtree(libs, ignore_errors=True)
+    staging.rename(libs)
+    (home / _STAMP).write_text(f"{time.monotonic() - started:.1f} s\n")
+    return libs
+
+
+def kafka_clients_jar(version: str = KAFKA_VERSION) -> Path:
+    """The kafka-clients jar of ``version`` (the Java client, and Kafka's message schemas)."""
+    return ensure_kafka(version) / f"kafka-clients-{version}.jar"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.kafka_install", description=__doc__)
+    parser.add_argument("--version", choices=KAFKA_LINES, help="only this line")
+    parser.add_argument("--print-libs", action="store_true", help="print the classpath folder")
+    args = parser.parse_args(argv)
+    for version in [args.version] if args.version else KAFKA_LINES:
+        fresh = not (_install_dir(version) / _STAMP).exists()
+        started = time.monotonic()
+        try:
+            libs = ensure_kafka(version)
+        except RuntimeError as exc:
+            print(f"kafka-install: {exc}", file=sys.stderr)
+            return 1
+        if args.print_libs:
+            print(libs)
+        elif fresh:
+            took = time.monotonic() - started
+            print(f"kafka-install: Apache Kafka {version} resolved into {libs} in {took:.0f} s")
+        else:
+            print(f"kafka-install: Apache Kafka {version} already in {libs}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
