@@ -15,6 +15,12 @@
 # A node can be killed, paused (SIGSTOP: a hung broker) and started again on the same ports
 # and data. Logs and data live in one folder per cluster; the logs are kept (their path is in
 # every error) and the data removed at the end.
+#
+# What reached a broker: with `request_log=True` each node writes Kafka's own request log
+# (`kafka.request.logger` at DEBUG: one JSON line per completed request, with its API, the
+# listener it came on and the request's fields) to requests.log in its folder, and
+# `requests()` / `request_counts()` read it. It costs the broker a JSON encoding per request,
+# so it is off unless a test asks (never in benchmarks).
 """`running_kafka`: an Apache Kafka KRaft cluster of 1 or more nodes for the tests."""
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -29,9 +36,11 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from testbed.certs import Pki, make_pki
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka
@@ -54,7 +63,6 @@ USERS: Mapping[str, str] = {"admin": "admin-secret", "alice": "alice-secret", "b
 
 _HOST = "127.0.0.1"
 _STARTED = "Kafka Server started"
-_LOG4J = Path(__file__).resolve().parent / "kafka" / "log4j2.properties"
 _JVM = ["-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
 _START_TIMEOUT_S = float(os.environ.get("KAFKA_START_TIMEOUT_S", "120"))
 
@@ -82,6 +90,10 @@ class KafkaNode:
     def log_path(self) -> Path:
         return self.directory / "server.log"
 
+    @property
+    def request_log_path(self) -> Path:
+        return self.directory / "requests.log"
+
     def address(self, listener: str = "PLAINTEXT") -> str:
         return f"{_HOST}:{self.ports[listener]}"
 
@@ -104,6 +116,30 @@ class KafkaCluster:
     authorizer: bool
     _libs: Path = field(repr=False)
     _properties: dict[int, Path] = field(repr=False, default_factory=dict)
+
+    def requests(self, node_id: int) -> list[dict[str, Any]]:
+        """Every request node ``node_id`` completed on a client listener so far, as Kafka's
+        request log writes it (needs ``request_log=True``): requestHeader, request,
+        response, listener, principal, ..."""
+        path = self.node(node_id).request_log_path
+        assert path.exists(), "start the cluster with request_log=True"
+        found = []
+        for line in path.read_text(errors="replace").splitlines():
+            _, marker, text = line.partition(_REQUEST_MARKER)
+            if not marker:
+                continue
+            with contextlib.suppress(json.JSONDecodeError):  # a line still being written
+                entry = json.loads(text)
+                if entry.get("listener") in self.listeners:
+                    found.append(entry)
+        return found
+
+    def request_counts(self, node_id: int) -> Counter[str]:
+        """Requests node ``node_id`` completed on client listeners, by API name ("Produce")."""
+        return Counter(
+            _api_name(entry["requestHeader"]["requestApiKeyName"])
+            for entry in self.requests(node_id)
+        )
 
     def bootstrap(self, listener: str = "PLAINTEXT") -> str:
         """Every node's address on ``listener``, comma-separated (what clients are given)."""
@@ -144,7 +180,7 @@ class KafkaCluster:
         command = [
             "java",
             *_JVM,
-            f"-Dlog4j2.configurationFile={_LOG4J}",
+            f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
             "-cp",
             f"{self._libs}/*",
             "kafka.Kafka",
@@ -190,6 +226,44 @@ class KafkaCluster:
                     node.process.kill()
                 node.process.wait(timeout=30)
                 node.process = None
+
+
+_REQUEST_MARKER = "Completed request:"
+
+
+def _api_name(upper_snake: str) -> str:
+    """PRODUCE -> Produce, FIND_COORDINATOR -> FindCoordinator (the schema names)."""
+    return "".join(part.capitalize() for part in upper_snake.split("_"))
+
+
+def _log4j_properties(directory: Path, *, request_log: bool) -> str:
+    """Warnings and errors to stdout, plus the line that says the node is up; with
+    ``request_log``, Kafka's request log (DEBUG) to requests.log, message only."""
+    lines = [
+        "status = warn",
+        "appender.out.type = Console",
+        "appender.out.name = out",
+        "appender.out.layout.type = PatternLayout",
+        "appender.out.layout.pattern = [%d] %p %m (%c)%n",
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.out.ref = out",
+        "logger.started.name = kafka.server.KafkaRaftServer",
+        "logger.started.level = info",
+    ]
+    if request_log:
+        lines += [
+            "appender.requests.type = File",
+            "appender.requests.name = requests",
+            f"appender.requests.fileName = {directory / 'requests.log'}",
+            "appender.requests.immediateFlush = true",
+            "appender.requests.layout.type = PatternLayout",
+            "appender.requests.layout.pattern = %m%n",
+            "logger.requests.name = kafka.request.logger",
+            "logger.requests.level = debug",
+            "logger.requests.additivity = false",
+            "logger.requests.appenderRef.requests.ref = requests",
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def _cluster_id() -> str:
@@ -321,7 +395,7 @@ def _format(libs: Path, properties: Path, cluster_id: str, log: Path) -> None:
     ]
     command = [
         "java",
-        f"-Dlog4j2.configurationFile={_LOG4J}",
+        f"-Dlog4j2.configurationFile={properties.parent / 'log4j2.properties'}",
         "-cp",
         f"{libs}/*",
         "kafka.tools.StorageTool",
@@ -348,6 +422,7 @@ def running_kafka(
     authorizer: bool = False,
     reauth_ms: int | None = None,
     extra: Mapping[str, str] | None = None,
+    request_log: bool = False,
     directory: Path | None = None,
 ) -> Iterator[KafkaCluster]:
     """Run an Apache Kafka cluster of ``nodes`` combined nodes for the block.
@@ -355,8 +430,9 @@ def running_kafka(
     ``listeners``: client listener kinds (CLIENT_LISTENERS). ``ssl_client_auth``: none,
     requested or required on SSL listeners. ``authorizer``: StandardAuthorizer, admin super
     user. ``reauth_ms``: connections.max.reauth.ms (KIP-368). ``extra``: more broker
-    properties. ``directory``: where logs and data go (default: a new temporary folder, whose
-    logs stay after the block; their path is in every startup error).
+    properties. ``request_log``: Kafka's request log, for ``requests()`` and
+    ``request_counts()``. ``directory``: where logs and data go (default: a new temporary
+    folder, whose logs stay after the block; their path is in every startup error).
     """
     unknown = set(listeners) - set(CLIENT_LISTENERS)
     assert not unknown, f"unknown listener kinds {unknown}; known: {CLIENT_LISTENERS}"
@@ -373,6 +449,8 @@ def running_kafka(
     try:
         for node in members:
             node.directory.mkdir(parents=True)
+            logging = _log4j_properties(node.directory, request_log=request_log)
+            (node.directory / "log4j2.properties").write_text(logging)
             if pki is not None:
                 keystore = pki.server.key.read_text() + pki.server.cert.read_text()
                 (node.directory / "keystore.pem").write_text(keystore)
