@@ -341,7 +341,6 @@ def _server_properties(
         "transaction.state.log.min.isr": str(min(count, 2)),
         "transaction.state.log.num.partitions": "5",
         "group.initial.rebalance.delay.ms": "0",
-        "auto.create.topics.enable": "false",
         # A short wait before a restarted node is unfenced keeps restarts quick.
         "controller.quorum.election.timeout.ms": "1000",
         "controller.quorum.fetch.timeout.ms": "2000",

@@ -29,11 +29,9 @@ __all__ = [
     "make_records",
 ]
 
-#: Consumer-group session timeout for every client. Tansu holds a JoinGroup for about half
-#: the session timeout before answering (DESIGN "Known quirks"), so Kafka's 45 s default
-#: would make each round trip wait ~22 s; 2 s keeps the join at ~1 s and is still four
-#: heartbeats long.
-SESSION_TIMEOUT_MS = 2000
+#: Consumer-group session timeout for every client: Apache Kafka's smallest
+#: (group.min.session.timeout.ms), so a member that dies is noticed quickly.
+SESSION_TIMEOUT_MS = 6000
 
 #: Upper bound on one client's whole round trip. Round trips take 1-5 s on a quiet broker;
 #: the bound only turns a hang into a clear failure.

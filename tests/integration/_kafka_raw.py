@@ -13,13 +13,11 @@ import socket
 import struct
 import time
 import urllib.request
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 from kafka.protocol.old.fetch import FetchRequest, FetchResponse
+from kafka.protocol.old.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.old.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.old.produce import ProduceRequest, ProduceResponse
 from kafka.record import MemoryRecords
@@ -30,7 +28,7 @@ __all__ = [
     "FetchAnswer",
     "RawConnection",
     "batch",
-    "create_topic",
+    "coordinator_of",
     "leader_address",
     "metric_value",
 ]
@@ -38,15 +36,17 @@ __all__ = [
 REQUEST_TIMED_OUT = 7
 
 
-def create_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
-    """Create a fresh topic (unique name) through ``bootstrap`` and return its name."""
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=20_000)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
-    return name
+def coordinator_of(bootstrap: str, group: str) -> int:
+    """The node id of ``group``'s coordinator, as ``bootstrap`` answers FindCoordinator v0
+    (asked again while the coordinator is not available yet: the offsets topic is new)."""
+    give_up = time.monotonic() + 30
+    with RawConnection(bootstrap) as conn:
+        while True:
+            response = conn.call(FindCoordinatorRequest[0](group), FindCoordinatorResponse[0])
+            if response.error_code == 0 or time.monotonic() > give_up:
+                assert response.error_code == 0, response
+                return int(response.coordinator_id)
+            time.sleep(0.1)
 
 
 def leader_address(bootstrap: str, topic: str) -> str:
@@ -95,7 +95,7 @@ class RawConnection:
     """
 
     def __init__(self, bootstrap: str, timeout_s: float = 30.0) -> None:
-        host, _, port = bootstrap.rpartition(":")
+        host, _, port = bootstrap.split(",")[0].rpartition(":")  # the first of a list
         self._sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self._correlation_id = 0
 

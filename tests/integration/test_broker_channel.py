@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import trio
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 
 from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
 from testbed.processes import Broker, free_port, running_tansu
+from testbed.topics import create_topic
 from wire.messages import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -26,11 +23,13 @@ from wire.messages.metadata_request import MetadataRequestTopic
 
 
 def _topic(bootstrap: str) -> str:
-    name = f"chan-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(name, 1, 1)])
-    admin.close()
-    return name
+    return create_topic(bootstrap, "chan")
+
+
+def _api_versions() -> ApiVersionsRequest:
+    """ApiVersions v3 as clients send it: Kafka refuses one without a software name and
+    version (INVALID_REQUEST)."""
+    return ApiVersionsRequest(client_software_name="channel-test", client_software_version="1")
 
 
 def _long_poll(topic: str, wait_ms: int) -> FetchRequest:
@@ -55,7 +54,7 @@ async def test_concurrent_requests_each_get_their_own_answer(kafka_broker: Broke
 
         async def ask(i: int) -> None:
             if i % 2:
-                answers[i] = await channel.request(ApiVersionsRequest(), 3)
+                answers[i] = await channel.request(_api_versions(), 3)
             else:
                 request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
                 answers[i] = await channel.request(request, 9)
@@ -97,10 +96,10 @@ async def test_broker_loss_fails_waiters_and_the_channel_reconnects() -> None:
     async with trio.open_nursery() as nursery:
         channel = BrokerChannel(Address("127.0.0.1", port), nursery, 2.0)
         with pytest.raises(UpstreamUnavailable):
-            await channel.request(ApiVersionsRequest(), 3)  # nobody listens yet
+            await channel.request(_api_versions(), 3)  # nobody listens yet
         with running_tansu(port=port) as broker:
             topic = _topic(broker.bootstrap)
-            assert isinstance(await channel.request(ApiVersionsRequest(), 3), ApiVersionsResponse)
+            assert isinstance(await channel.request(_api_versions(), 3), ApiVersionsResponse)
 
             async def wait_then_lose() -> None:
                 with pytest.raises(UpstreamUnavailable):
@@ -111,7 +110,7 @@ async def test_broker_loss_fails_waiters_and_the_channel_reconnects() -> None:
                 await trio.sleep(0.3)
                 await trio.to_thread.run_sync(_kill, broker.pid)
         with running_tansu(port=port):
-            answer = await channel.request(ApiVersionsRequest(), 3)
+            answer = await channel.request(_api_versions(), 3)
             assert isinstance(answer, ApiVersionsResponse)
         assert channel.connects == 2
         await channel.aclose()

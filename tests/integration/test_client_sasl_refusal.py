@@ -17,7 +17,7 @@ from kafka.errors import KafkaError
 
 from testbed.processes import Broker
 from testbed.proxy_process import ProxyProcess, running_proxy
-from tests.integration._kafka_raw import create_topic
+from testbed.topics import create_topic
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
 from wire.apis import ApiKey
 from wire.messages import (

@@ -10,10 +10,7 @@ import re
 import socket
 import struct
 import time
-import uuid
 
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 from kafka.protocol.old.api_versions import ApiVersionsRequest
 from kafka.protocol.old.fetch import FetchRequest
 from kafka.protocol.old.find_coordinator import FindCoordinatorRequest
@@ -24,14 +21,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from testbed.processes import Broker
 from testbed.proxy_process import ProxyProcess
+from testbed.topics import create_topic
 
 
 def _topic(bootstrap: str, partitions: int = 1) -> str:
-    name = f"fwd-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(name, partitions, 1)])
-    admin.close()
-    return name
+    return create_topic(bootstrap, "fwd", partitions=partitions)
 
 
 def _records(value: bytes) -> bytes:
@@ -120,11 +114,31 @@ def test_no_upstream_address_in_any_response(kafka_broker: Broker, proxy: ProxyP
     ]
     with socket.create_connection((proxy.host, proxy.port), timeout=15) as sock:
         for cid, request in enumerate(requests):
-            sock.sendall(_frame(request, cid))
-            response = _read_frame(sock)
+            response = _answer(sock, request, cid)
             assert upstream_port not in response, f"{request} leaked the upstream port"
             ports = _advertised_ports(proxy)
             assert any(struct.pack(">i", port) in response for port in ports), request
+
+
+FIND_COORDINATOR = 10
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+def _answer(sock: socket.socket, request: object, correlation_id: int) -> bytes:
+    """The response frame to ``request``. A FindCoordinator is asked again while Kafka answers
+    COORDINATOR_NOT_AVAILABLE (its first one creates the offsets topic), as clients do."""
+    give_up = time.monotonic() + 30
+    while True:
+        sock.sendall(_frame(request, correlation_id))
+        response = _read_frame(sock)
+        if request.API_KEY != FIND_COORDINATOR:  # type: ignore[attr-defined]
+            return response
+        version = request.API_VERSION  # type: ignore[attr-defined]
+        at = 4 if version == 0 else 8  # after the correlation id (and throttle_time_ms)
+        (error_code,) = struct.unpack(">h", response[at : at + 2])
+        if error_code != COORDINATOR_NOT_AVAILABLE or time.monotonic() > give_up:
+            return response
+        time.sleep(0.1)
 
 
 def _advertised_ports(proxy: ProxyProcess) -> list[int]:

@@ -25,11 +25,11 @@ import pytest
 
 from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 from tests.integration._kafka_raw import (
     FetchAnswer,
     RawConnection,
     batch,
-    create_topic,
     leader_address,
     metric_value,
 )

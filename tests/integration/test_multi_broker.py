@@ -1,9 +1,9 @@
-"""Port-per-broker routing through the proxy, in front of a real 3-node cluster.
+"""Port-per-broker routing through the proxy, in front of a three-node Apache Kafka.
 
-The cluster is tests/support/cluster.py: three Tansu processes on shared S3 storage, each
-fronted by a relay so together they are nodes 1..3 with partition leaders dealt over them
-and node 2 as group coordinator. The relays count the requests each node receives, which is
-how these tests see where the proxy forwarded a client's traffic.
+The cluster is the session's `kafka_cluster` (tests/conftest.py): replication factor 3, the
+leaders of a topic's partitions spread over the nodes, each group coordinated by the leader of
+its offsets-topic partition. Kafka's own request log on each node shows which node a request
+reached, which is how these tests see where the proxy forwarded a client's traffic.
 """
 
 from __future__ import annotations
@@ -15,23 +15,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
+from kafka import KafkaConsumer, KafkaProducer
 
+from testbed.kafka_cluster import KafkaCluster
 from testbed.processes import free_port, free_port_run
 from testbed.proxy_process import ProxyProcess, running_proxy
-from tests.support.cluster import Cluster, running_cluster
+from testbed.topics import create_topic
+from tests.integration._kafka_raw import coordinator_of
 
-COORDINATOR = 2
 PARTITIONS = 6
 RECORDS = 300
 GROUP_APIS = ("JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch")
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster(3, coordinator=COORDINATOR) as running:
-        yield running
+def cluster(kafka_cluster: KafkaCluster) -> Iterator[KafkaCluster]:
+    yield kafka_cluster
 
 
 def _served_ports(proxy: ProxyProcess) -> dict[int, int]:
@@ -39,12 +38,10 @@ def _served_ports(proxy: ProxyProcess) -> dict[int, int]:
     return {int(node): int(port) for node, port in lines}
 
 
-def test_clients_are_routed_to_each_broker_through_its_own_port(cluster: Cluster) -> None:
-    with running_proxy(cluster.bootstrap) as proxy:
-        topic = "routed"
-        admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap)
-        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-        admin.close()
+def test_clients_are_routed_to_each_broker_through_its_own_port(cluster: KafkaCluster) -> None:
+    with running_proxy(cluster.bootstrap()) as proxy:
+        topic = create_topic(proxy.bootstrap, "routed", partitions=PARTITIONS)
+        group = f"{topic}-group"
 
         consumer = KafkaConsumer(bootstrap_servers=proxy.bootstrap)
         try:
@@ -70,9 +67,9 @@ def test_clients_are_routed_to_each_broker_through_its_own_port(cluster: Cluster
         consumer = KafkaConsumer(
             topic,
             bootstrap_servers=proxy.bootstrap,
-            group_id="routed-group",
+            group_id=group,
             auto_offset_reset="earliest",
-            session_timeout_ms=3000,
+            session_timeout_ms=6000,  # Apache Kafka's group.min.session.timeout.ms
             heartbeat_interval_ms=1000,
         )
         consumed: Counter[tuple[int, int, bytes, bytes]] = Counter()
@@ -91,24 +88,26 @@ def test_clients_are_routed_to_each_broker_through_its_own_port(cluster: Cluster
         for node in cluster.nodes:  # every leader got its partitions' traffic via its port
             assert delta(node.node_id, "Produce") > 0, node
             assert delta(node.node_id, "Fetch") > 0, node
-        assert delta(COORDINATOR, "JoinGroup") > 0
-        for node_id in {1, 3}:
-            assert all(delta(node_id, api) == 0 for api in GROUP_APIS), node_id
+        coordinator = coordinator_of(cluster.bootstrap(), group)
+        assert delta(coordinator, "JoinGroup") > 0
+        for node in cluster.nodes:
+            if node.node_id != coordinator:
+                assert all(delta(node.node_id, api) == 0 for api in GROUP_APIS), node
         assert proxy.alive()
 
 
-def test_consecutive_broker_ports_follow_node_ids(cluster: Cluster) -> None:
+def test_consecutive_broker_ports_follow_node_ids(cluster: KafkaCluster) -> None:
     base = free_port_run(3)
     env = {"PURGATORY_PROXY_PROXY__FIRST_BROKER_PORT": str(base)}
-    with running_proxy(cluster.bootstrap, env=env) as proxy:
+    with running_proxy(cluster.bootstrap(), env=env) as proxy:
         proxy.wait_for_log(r"broker 3 is served at")
         assert _served_ports(proxy) == {1: base, 2: base + 1, 3: base + 2}
 
 
-def test_explicit_broker_ports_from_the_config_file(cluster: Cluster, tmp_path: Path) -> None:
+def test_explicit_broker_ports_from_the_config_file(cluster: KafkaCluster, tmp_path: Path) -> None:
     ports = {node: free_port() for node in (1, 2, 3)}
     config = tmp_path / "proxy.toml"
     config.write_text("[proxy.broker_ports]\n" + "".join(f"{n} = {p}\n" for n, p in ports.items()))
-    with running_proxy(cluster.bootstrap, "--config", str(config)) as proxy:
+    with running_proxy(cluster.bootstrap(), "--config", str(config)) as proxy:
         proxy.wait_for_log(r"broker 3 is served at")
         assert _served_ports(proxy) == ports

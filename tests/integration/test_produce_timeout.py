@@ -30,7 +30,8 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from testbed.processes import Broker, free_port, running_tansu
 from testbed.proxy_process import ProxyProcess, running_proxy
-from tests.integration._kafka_raw import REQUEST_TIMED_OUT, RawConnection, batch, create_topic
+from testbed.topics import create_topic
+from tests.integration._kafka_raw import REQUEST_TIMED_OUT, RawConnection, batch
 
 TIMEOUT_MS = 1000
 STOP_S = 3.0

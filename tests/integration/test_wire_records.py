@@ -49,7 +49,9 @@ class RawClient:
         self.sock = socket.create_connection((broker.host, broker.port), timeout=15)
         self.frames = wire.FrameDecoder()
         self.correlation_ids = itertools.count(1)
-        versions = self.call(ApiVersionsRequest(client_software_name="wire-test"), 3)
+        versions = self.call(
+            ApiVersionsRequest(client_software_name="wire-test", client_software_version="1"), 3
+        )
         assert versions.error_code == 0
         self.max_versions = {k.api_key: k.max_version for k in versions.api_keys}
 

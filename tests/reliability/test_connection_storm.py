@@ -33,9 +33,10 @@ import trio
 
 from testbed.processes import free_port, running_tansu
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 from tests.support.load_clients import SteadyResult, run_client
 from tests.support.load_proc import open_fds, rss_bytes, scrape
-from tests.support.load_scenario import Report, create_topic
+from tests.support.load_scenario import Report
 from tests.support.load_storm import StormResult, storm
 
 REPORT = Report(

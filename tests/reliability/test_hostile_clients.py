@@ -45,10 +45,11 @@ from kafka.errors import KafkaError
 
 from testbed.processes import free_port, running_tansu
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 from tests.support.load_clients import ThroughputResult, run_client
 from tests.support.load_hostile import Garbage, NeverReader, Slowloris
 from tests.support.load_proc import peak_rss_bytes, reset_peak_rss, rss_bytes, scrape
-from tests.support.load_scenario import Report, create_topic
+from tests.support.load_scenario import Report
 from tests.support.load_wire import (
     PRODUCE_VERSION,
     KafkaWire,

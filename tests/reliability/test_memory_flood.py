@@ -37,6 +37,7 @@ import trio
 
 from testbed.processes import free_port, running_tansu
 from testbed.proxy_process import running_proxy
+from testbed.topics import create_topic
 from tests.support.load_clients import SteadyResult, run_client
 from tests.support.load_flood import Flood, FloodResult
 from tests.support.load_proc import (
@@ -45,7 +46,7 @@ from tests.support.load_proc import (
     reset_peak_rss,
     rss_bytes,
 )
-from tests.support.load_scenario import Report, create_topic
+from tests.support.load_scenario import Report
 from tests.support.load_wire import leader_address
 
 REPORT = Report(

@@ -14,17 +14,13 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
-
 from testbed.report import RELIABILITY_MD, machine_line, write_section
 
-__all__ = ["WRITE_DOCS_ENV", "Report", "create_topic", "publish_section"]
+__all__ = ["WRITE_DOCS_ENV", "Report", "publish_section"]
 
 #: Set to 1 (``make soak`` does) to write the scenarios' sections into docs/reliability.md.
 WRITE_DOCS_ENV = "PURGATORY_WRITE_DOCS"
@@ -36,17 +32,6 @@ def publish_section(section: str, markdown: str, path: Path = RELIABILITY_MD) ->
     print(markdown)
     if os.environ.get(WRITE_DOCS_ENV) == "1":
         write_section(section, markdown, path=path)
-
-
-def create_topic(bootstrap: str, prefix: str) -> str:
-    """Create ``<prefix>-<random>`` (1 partition) through ``bootstrap``; return its name."""
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-    finally:
-        admin.close()
-    return topic
 
 
 @dataclass(frozen=True)

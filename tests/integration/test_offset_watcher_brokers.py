@@ -1,16 +1,18 @@
-"""The ListOffsets watcher of passthrough mode against the real broker (Tansu 0.6 by default).
+"""The ListOffsets watcher of passthrough mode against both real brokers: Apache Kafka and
+Tansu 0.6 (the embedded one).
 
 Records produced behind the proxy must wake a held fetch through ListOffsets alone; the fetch
 is then re-done on the client's own connection (here a second channel standing in for it),
-which is where the true end comes from. Tansu 0.6's ListOffsets latest is the last batch's
-base offset + 1, not the high watermark: the test pins that down, since the watcher's design
-(a change detector, proxy/held/offset_watcher.py) rests on it.
+which is where the true end comes from. Kafka's ListOffsets latest is the high watermark;
+Tansu 0.6's is the last batch's base offset + 1. The test pins both down, since the watcher's
+design (a change detector, proxy/held/offset_watcher.py) must work with either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 
+import pytest
 import trio
 
 from proxy.held.delayed import DelayedFetch
@@ -23,7 +25,8 @@ from proxy.purgatory import Purgatory, current_time_ms
 from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
 from testbed.processes import Broker
-from tests.integration._kafka_raw import RawConnection, batch, create_topic
+from testbed.topics import create_topic
+from tests.integration._kafka_raw import RawConnection, batch
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.messages.list_offsets_request import (
@@ -102,9 +105,16 @@ async def _fresh(states: PartitionStates, key: PartitionKey, end: int) -> None:
             await trio.sleep(0.01)
 
 
+@pytest.fixture(params=["kafka", "tansu"])
+def broker_kind(request: pytest.FixtureRequest) -> tuple[str, Broker]:
+    fixture = "kafka_broker" if request.param == "kafka" else "tansu_broker"
+    return request.param, request.getfixturevalue(fixture)
+
+
 async def test_records_produced_behind_the_proxy_wake_a_held_fetch_through_list_offsets(
-    kafka_broker: Broker,
+    broker_kind: tuple[str, Broker],
 ) -> None:
+    kind, kafka_broker = broker_kind
     topic = create_topic(kafka_broker.bootstrap, "offset-watch", partitions=2)
     p0, p1 = (topic, 0), (topic, 1)
     address = Address(kafka_broker.host, kafka_broker.port)
@@ -157,7 +167,7 @@ async def test_records_produced_behind_the_proxy_wake_a_held_fetch_through_list_
         # What the watcher saw. Tansu 0.6: the last batch's base offset + 1, whatever the
         # isolation level; a Kafka broker: the high watermark.
         latest = await _latest(client, topic, 0)
-        assert latest == (1 if kafka_broker.pid is not None else RECORDS)
+        assert latest == (1 if kind == "tansu" else RECORDS)
         assert await _latest(client, topic, 1) == latest
 
         # The woken fetch re-fetches on the client's connection: that learns the true end.

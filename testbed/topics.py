@@ -1,0 +1,63 @@
+"""Create a topic for a test and wait until it can be used.
+
+Why wait: Apache Kafka answers CreateTopics once the controller has committed the topic, but a
+broker serves it only after its own metadata has caught up; until then a fetch or produce gets
+NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (clients retry, raw test requests do not).
+So this returns once Metadata names a leader for every partition.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+__all__ = ["create_topic", "wait_for_leaders"]
+
+_READY_TIMEOUT_S = 30.0
+
+
+def create_topic(
+    bootstrap: str,
+    prefix: str = "topic",
+    *,
+    partitions: int = 1,
+    replication_factor: int = -1,
+    configs: Mapping[str, str] | None = None,
+    name: str | None = None,
+    **admin_options: Any,
+) -> str:
+    """Create ``name`` (default ``<prefix>-<random>``) through ``bootstrap``; return its name.
+
+    ``replication_factor`` -1 takes the cluster's default (3 on the three-node test cluster,
+    1 on one node). ``admin_options`` go to kafka-python's KafkaAdminClient (TLS, SASL).
+    """
+    topic = name or f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=30_000, **admin_options
+    )
+    try:
+        admin.create_topics(
+            [NewTopic(topic, partitions, replication_factor, topic_configs=dict(configs or {}))]
+        )
+        wait_for_leaders(admin, topic, partitions)
+    finally:
+        admin.close()
+    return topic
+
+
+def wait_for_leaders(admin: KafkaAdminClient, topic: str, partitions: int) -> None:
+    """Block until Metadata names a leader for each of ``topic``'s ``partitions``."""
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while True:
+        described = admin.describe_topics([topic])[0]
+        leaders = [p["leader_id"] for p in described.get("partitions", [])]
+        if described["error_code"] == 0 and len(leaders) == partitions and min(leaders) >= 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic} has no leader for every partition: {described}")
+        time.sleep(0.05)
