@@ -51,7 +51,7 @@ __all__ = ["CONNECTION_BOUND_APIS", "UpstreamLink", "answered_id"]
 _Slot = TypeVar("_Slot")
 
 #: APIs whose state at the broker lives as long as the connection that carried them: a KIP-932
-#: share session (Kafka 4.4 drops it, and releases the member's acquired records, when that
+#: share session (since KAFKA-19015 the broker evicts it, as if the member left, when that
 #: connection closes; the member's next ShareFetch gets SHARE_SESSION_NOT_FOUND).
 CONNECTION_BOUND_APIS = frozenset({ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
 
