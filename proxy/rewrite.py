@@ -18,10 +18,10 @@
 #
 # Responses that name brokers, from every response schema of Kafka 4.4 with a host or port:
 #   rewritten to the proxy's address for that node
-#     Metadata (brokers), FindCoordinator (v0-3 one coordinator, v4+ one per key, for every
-#     key type: group 0, transaction 1, share group 2), DescribeCluster (brokers), and the
-#     node endpoints of Produce v10+ / Fetch v16+ (KIP-951) and of ShareFetch /
-#     ShareAcknowledge (KIP-932, every version): a client follows a moved leader there.
+#     Metadata (brokers); FindCoordinator (v0-3 one coordinator, v4+ one per key, for every
+#     key type: 0 groups of every kind, 1 transactions, 2 share-partition state);
+#     DescribeCluster (brokers); the node endpoints of Produce v10+ / Fetch v16+ (KIP-951) and
+#     of ShareFetch / ShareAcknowledge (KIP-932, every version): clients follow leaders there.
 #   left as they are
 #     DescribeQuorum v2+ nodes' listeners: the controllers, which the proxy does not front
 #       (clients reach them only through bootstrap.controllers, never through a broker port).
