@@ -25,7 +25,9 @@ from kafka.record import MemoryRecords
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from testbed.kafka_cluster import KafkaCluster, running_kafka
+from testbed.kafka_install import KAFKA_LINES
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import wait_for_leaders
 from tests.support.kio_client import KioConnection, kio_module, kio_request
 from wire.apis import ApiKey
 
@@ -48,11 +50,16 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[Stack]:
-    with running_kafka(2) as cluster, running_proxy(cluster.bootstrap()) as proxy:
+    # Share groups are a Kafka 4 feature: the newest line, whatever $KAFKA_VERSION says.
+    with (
+        running_kafka(2, version=KAFKA_LINES[0]) as cluster,
+        running_proxy(cluster.bootstrap()) as proxy,
+    ):
         topic = f"shared-{uuid.uuid4().hex[:8]}"
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
         try:  # partition 0 on the leader only, so the other node is never its leader
             admin.create_topics([NewTopic(topic, -1, -1, replica_assignments={0: [LEADER]})])
+            wait_for_leaders(admin, topic, 1)
         finally:
             admin.close()
         brokers, topic_id = _metadata(proxy.bootstrap, topic)
