@@ -7,11 +7,15 @@
 # Each answer also says which partitions the cluster let this client read: those go into the
 # connection's `known` set, and only for them may the proxy later answer "nothing new" from
 # what it knows (HeldRequests.plan), so a client the cluster does not authorise never learns a
-# high watermark from what other clients fetched.
+# high watermark from what other clients fetched. The set follows the cluster's latest word,
+# not its first: a partition answered with an error (its Read ACL revoked, say), or left out
+# of the answer, leaves it, and a fetch refused as a whole takes every partition it asked for
+# out. From then on that connection's fetches of it go to the cluster, which says no.
 """A held fetch's reads on its client's own upstream connection (passthrough)."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from uuid import UUID
 
 from proxy.connection.upstream_link import UpstreamLink
@@ -33,7 +37,7 @@ class OwnReads:
         upstream: the client connection's upstream connection.
         client_id: the client id of the client's fetch.
         known: the connection's partitions (as the client names them) it has read itself;
-            updated with every answer.
+            updated with every answer (see the module header).
     """
 
     __slots__ = ("_client_id", "_known", "_upstream")
@@ -52,10 +56,30 @@ class OwnReads:
         body = memoryview(frame)[_SIZE_BYTES:]
         _, start = parse_response_header(body, response_header_version(ApiKey.FETCH, version))
         response = decode(FetchResponse, body[start:], version)
-        if not response.error_code:
-            for topic in response.responses:
-                name: str | UUID = topic.topic_id if topic.topic_id.int else topic.topic
-                self._known.update(
-                    (name, data.partition_index) for data in topic.partitions if not data.error_code
-                )
+        _follow(self._known, request, response)
         return response
+
+    @property
+    def known(self) -> Container[tuple[object, int]]:
+        """The partitions the cluster last let this connection read."""
+        return self._known
+
+
+def _follow(known: set[tuple[object, int]], request: FetchRequest, response: FetchResponse) -> None:
+    """Make ``known`` what the cluster's answer says about the partitions ``request`` asked
+    for: readable without error (in), denied, failed or left out (out)."""
+    readable: set[tuple[object, int]] = set()
+    if not response.error_code:
+        for topic in response.responses:
+            name: str | UUID = topic.topic_id if topic.topic_id.int else topic.topic
+            readable.update(
+                (name, data.partition_index) for data in topic.partitions if not data.error_code
+            )
+    for wanted in request.topics:
+        asked: str | UUID = wanted.topic_id if wanted.topic_id.int else wanted.topic
+        for partition in wanted.partitions:
+            key = (asked, partition.partition)
+            if key in readable:
+                known.add(key)
+            else:
+                known.discard(key)

@@ -7,10 +7,19 @@
 # session, the upstream request (sent at the client's own version) and the upstream answer all
 # use that same form ("client keys"). The proxy's shared knowledge (PartitionStates, the
 # purgatory's watch keys) uses canonical keys (topic names where the id is known).
+#
+# Passthrough (issue 29, isolation between identities): an answer read on a client's own
+# connection speaks for that identity only. Its per-partition errors (an authorization failure,
+# the high watermark -1 that comes with it) are not written into the shared knowledge
+# (`learn(errors=False)`): they would wake every other identity's held fetches and switch off
+# "nothing new" for them. And a client's response carries only what the cluster returned on
+# its connection, or, when nothing was asked, what it has itself read (`build_response`'s
+# `fill`); a partition the cluster left out is not filled in from what others learnt.
 """Upstream fetch requests and client fetch responses, built from a fetch context."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TypeVar
 from uuid import UUID
@@ -45,12 +54,17 @@ ClientKey = tuple[str | UUID, int]
 @dataclass(slots=True)
 class FetchResults:
     """One upstream fetch's answer, by client key (records are views into its frame);
-    ``error_code``: the broker refused the whole fetch (no partitions then)."""
+    ``error_code``: the broker refused the whole fetch (no partitions then). ``answered``: it
+    is a broker's answer (False: nothing was asked). ``incomplete``: the broker left out some
+    partition the fetch asked for on the client's own connection, whose answer is then given
+    as it is (``satisfied``)."""
 
     partitions: dict[ClientKey, PartitionData] = field(default_factory=dict)
     throttle_time_ms: int = 0
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
     error_code: int = 0
+    answered: bool = False
+    incomplete: bool = False
 
     def size_bytes(self) -> int:
         """Roughly what the answer occupies: its records plus a little per partition."""
@@ -67,7 +81,7 @@ class FetchResults:
             name: str | UUID = topic.topic_id if topic.topic_id.int else topic.topic
             for data in topic.partitions:
                 partitions[name, data.partition_index] = data
-        return cls(partitions, response.throttle_time_ms, response.node_endpoints)
+        return cls(partitions, response.throttle_time_ms, response.node_endpoints, answered=True)
 
 
 _Topic = TypeVar("_Topic", FetchTopic, FetchableTopicResponse)
@@ -127,11 +141,16 @@ def upstream_request(
     )
 
 
-def learn(results: FetchResults, states: PartitionStates, names: TopicNames) -> list[PartitionKey]:
+def learn(
+    results: FetchResults, states: PartitionStates, names: TopicNames, *, errors: bool = True
+) -> list[PartitionKey]:
     """Record what an upstream answer says about each partition; the canonical keys whose
-    knowledge changed (their waiting fetches should be checked)."""
+    knowledge changed (their waiting fetches should be checked). ``errors=False``: partitions
+    answered with an error are not recorded (an answer to one identity of many)."""
     changed = []
     for key, data in results.partitions.items():
+        if data.error_code and not errors:
+            continue
         ckey = canonical(key, names)
         if states.learn(
             ckey,
@@ -145,7 +164,10 @@ def learn(results: FetchResults, states: PartitionStates, names: TopicNames) -> 
 
 
 def satisfied(results: FetchResults, min_bytes: int) -> bool:
-    """Kafka's rule for answering at once: an error on any partition, or min_bytes of records."""
+    """Kafka's rule for answering at once: an error on any partition, or min_bytes of records;
+    and an incomplete answer on a client's own connection, which is its answer."""
+    if results.incomplete:
+        return True
     total = 0
     for data in results.partitions.values():
         if data.error_code:
@@ -193,14 +215,21 @@ def build_response(
     states: PartitionStates,
     names: TopicNames,
     now_ms: int,
+    fill: Container[tuple[object, int]] | None = None,
 ) -> FetchResponse:
     """The client's response: the upstream answer's partitions, the session id, and for an
-    incremental session only the partitions with news (KIP-227)."""
+    incremental session only the partitions with news (KIP-227).
+
+    ``fill``: the partitions missing from ``results`` that may be reported from what the proxy
+    knows; None = all of them (the proxy's identity). Others are left out of the response.
+    """
     parts: dict[ClientKey, PartitionData] = {}
     news: dict[ClientKey, PartitionNews] = {}
     for key, cached in context.partitions.items():
         data = results.partitions.get(key)
         if data is None:
+            if fill is not None and key not in fill:
+                continue  # not returned to this identity: nothing to say about it
             # Not in the answer (the fetch was not sent upstream, or the broker left it out):
             # report what the proxy knows, with no records. Its PartitionData is built only if
             # the response carries it: an idle incremental fetch carries nothing, and building
@@ -231,7 +260,9 @@ def build_response(
     for key in carried:
         data = parts.get(key)
         if data is None:
-            told = news[key]
+            told = news.get(key)
+            if told is None:
+                continue  # (a full fetch's partition left unfilled)
             data = PartitionData(
                 partition_index=key[1],
                 high_watermark=told.high_watermark,

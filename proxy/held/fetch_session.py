@@ -27,7 +27,7 @@
 from __future__ import annotations
 
 import enum
-import random
+import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -220,7 +220,10 @@ class FetchSessionCache:
     Args:
         max_sessions: cache size (Kafka: max.incremental.fetch.session.cache.slots).
         eviction_ms: idle time after which a session may be evicted.
-        new_id: source of candidate session ids (positive int32); injectable for tests.
+        new_id: source of candidate session ids (positive int32); injectable for tests. By
+            default ``secrets``: an id is all that names a session in an incremental fetch, so
+            one client must not be able to guess another's (``random``'s Mersenne Twister can
+            be predicted from its outputs).
     """
 
     def __init__(
@@ -233,7 +236,7 @@ class FetchSessionCache:
             raise ValueError(f"max_sessions must be >= 0, not {max_sessions}")
         self.max_sessions = max_sessions
         self.eviction_ms = eviction_ms
-        self._new_id = new_id or (lambda: random.randint(1, 2**31 - 1))
+        self._new_id = new_id or _secret_session_id
         # Insertion order is least-recently-used first: touching a session moves it last.
         self._sessions: dict[int, FetchSession] = {}
         self.evictions = 0
@@ -320,6 +323,11 @@ class FetchSessionCache:
         del self._sessions[oldest.session_id]
         self.evictions += 1
         return True
+
+
+def _secret_session_id() -> int:
+    """A session id no client can predict: 1..2**31-1 from the operating system's CSPRNG."""
+    return secrets.randbelow(2**31 - 1) + 1
 
 
 def _topic_key(topic: str, topic_id: UUID) -> str | UUID:

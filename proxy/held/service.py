@@ -27,7 +27,8 @@
 #     watcher asks ListOffsets only (proxy/held/offset_watcher.py): the proxy identity learns
 #     offsets, never records. `plan` skips the broker only for partitions that connection has
 #     read itself (`known`), so a client the cluster does not authorise learns nothing from
-#     what other clients fetched.
+#     what other clients fetched; and a client's own read teaches the shared knowledge only
+#     the offsets of partitions it could read (its errors stay its own, `_learn_own`).
 #
 # Collaborators come in explicitly (config sections, pool, metrics, topic names, where each
 # broker is, how to dial it): this module knows nothing of the server that wires it.
@@ -159,6 +160,11 @@ class _SharedRead:
 
 class FetchReads(Protocol):
     """A client connection's own upstream fetches (passthrough): its identity, its records."""
+
+    @property
+    def known(self) -> Container[tuple[object, int]]:
+        """The partitions (as the client names them) the cluster last let it read."""
+        ...
 
     async def fetch(self, request: FetchRequest, version: int) -> FetchResponse:
         """Send ``request`` on the client's upstream connection and return the answer.
@@ -401,7 +407,7 @@ class HeldRequests:
         results = FetchResults()
         if first is not None:
             self._immediate.inc()
-            results = self._take(ticket, first)
+            results = self._take(ticket, first, own=False)
         elif ticket.ask_upstream:
             try:
                 results = await self._refetch(
@@ -439,7 +445,10 @@ class HeldRequests:
                 log.debug("re-fetch for broker %d failed: %s", ticket.node_id, error)
                 break
             now_ms = current_time_ms()
-        return build_response(context, results, self.states, self.names, current_time_ms())
+        # Passthrough: the cluster's answer on this connection as it is, or (nothing asked)
+        # what this connection has itself read; never a partition filled in from others.
+        fill = None if reads is None else (() if results.answered else reads.known)
+        return build_response(context, results, self.states, self.names, current_time_ms(), fill)
 
     async def _hold(self, ticket: FetchTicket, now_ms: int) -> bool:
         """Wait in the purgatory until a partition has news (True) or the deadline (False)."""
@@ -527,17 +536,21 @@ class HeldRequests:
             assert isinstance(answer, FetchResponse)
             response = answer
         (self._immediate if first else self._refetches).inc()
-        return self._take(ticket, response)
+        return self._take(ticket, response, own=reads is not None)
 
-    def _take(self, ticket: FetchTicket, response: FetchResponse) -> FetchResults:
-        """An upstream answer for ``ticket``: learnt from, and its lease traded for what the
-        answer really holds (released if the broker refused the whole fetch)."""
+    def _take(self, ticket: FetchTicket, response: FetchResponse, *, own: bool) -> FetchResults:
+        """An upstream answer for ``ticket`` (``own``: read with the client's identity, on its
+        connection): learnt from, and its lease traded for what the answer really holds
+        (released if the broker refused the whole fetch)."""
         if response.error_code:
             ticket.release()
             return FetchResults(error_code=response.error_code)
         results = FetchResults.of(response)
         ticket.shrink(self._pool, results.size_bytes())
-        self._learn(ticket, results)
+        if own:
+            self._learn_own(ticket, results)
+        else:
+            self._learn(ticket, results)
         return results
 
     def _learn(self, ticket: FetchTicket, results: FetchResults) -> None:
@@ -547,7 +560,20 @@ class HeldRequests:
         for key in ticket.context.partitions:
             if key not in results.partitions:
                 self.states.settle(canonical(key, self.names))
-        for key in learn(results, self.states, self.names):
+        self._wake(learn(results, self.states, self.names))
+
+    def _learn_own(self, ticket: FetchTicket, results: FetchResults) -> None:
+        """Record what an answer to one client's identity may tell the others: the offsets of
+        the partitions it could read. Its errors stay its own, and a partition left out is not
+        settled for everyone: the answer is given as it is (``results.incomplete``) instead
+        of being held, which a stale mark would wake again at once."""
+        partitions = results.partitions
+        results.incomplete = any(key not in partitions for key in ticket.context.partitions)
+        self._wake(learn(results, self.states, self.names, errors=False))
+
+    def _wake(self, changed: list[PartitionKey]) -> None:
+        """Wake the fetches held on partitions whose knowledge changed."""
+        for key in changed:
             self.fetches.check_and_complete(key)
 
     # -- the produce side ----------------------------------------------------------------

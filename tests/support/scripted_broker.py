@@ -19,7 +19,8 @@
 #     connection that never authenticates is the anonymous principal (None), which is what the
 #     proxy's own connections are here; a Fetch by a principal in `fetch_denied` is answered
 #     TOPIC_AUTHORIZATION_FAILED for every partition (an ACL denial). `fetch_log` records who
-#     fetched how many record bytes, with the correlation id.
+#     fetched how many record bytes, with the correlation id. `fetch_withheld` leaves named
+#     partitions out of a principal's Fetch answers (Kafka never does; a broker that might).
 #   - ListOffsets: latest (-1) is the log's length, or what `latest_offsets` says for the
 #     partition (Tansu 0.6 answers its last batch's base offset + 1); earliest (-2) is 0. An
 #     unknown partition is UNKNOWN_TOPIC_OR_PARTITION; `offset_errors` answers a partition with
@@ -146,6 +147,8 @@ class ScriptedBroker:
         self.session_lifetime_ms = 0
         self.fetch_denied: set[str | None] = set()
         self.fetch_log: list[FetchByPrincipal] = []
+        #: Principal -> partitions left out of its Fetch answers.
+        self.fetch_withheld: dict[str | None, set[tuple[str, int]]] = {}
         #: At most this many blobs per partition in a Fetch answer (None: all of them).
         self.max_blobs_per_fetch: int | None = None
         #: Every Fetch received: (correlation id, request).
@@ -268,6 +271,12 @@ class ScriptedBroker:
                 response = fetch_denied(request)
             else:
                 response = await self._fetch(request)
+            withheld = self.fetch_withheld.get(session.principal, set())
+            for topic_answer in response.responses:
+                topic_answer.partitions = [
+                    p for p in topic_answer.partitions
+                    if (topic_answer.topic, p.partition_index) not in withheld
+                ]  # fmt: skip
             self.fetch_log.append(
                 FetchByPrincipal(
                     session.principal,
