@@ -52,6 +52,7 @@ from prometheus_client.registry import Collector
 from proxy.memory import MemoryPool
 
 if TYPE_CHECKING:
+    from proxy.held.partition_state import PartitionStates
     from proxy.purgatory import Purgatory
     from proxy.request_log import RequestLog, RequestRecord
 
@@ -175,6 +176,10 @@ class Metrics:
     def attach_purgatory(self, operation: str, purgatory: Purgatory) -> None:
         """Export ``purgatory``'s counters with label ``operation`` ("fetch", "produce")."""
         self._state.purgatories[operation] = purgatory
+
+    def attach_partition_states(self, states: PartitionStates) -> None:
+        """Export the size of the held fetches' partition-state table and its evictions."""
+        self._state.partition_states = states
 
     # -- events ------------------------------------------------------------------------
 
@@ -310,6 +315,7 @@ class _StateCollector(Collector):
         self.pool = pool
         self.request_log: RequestLog | None = None
         self.purgatories: dict[str, Purgatory] = {}
+        self.partition_states: PartitionStates | None = None
 
     def describe(self) -> list[Metric]:
         return []  # families vary with what is attached; auto-describe would call collect
@@ -367,6 +373,19 @@ class _StateCollector(Collector):
             yield _counter("request_log_rotations", "Request log rotations.", rlog.rotations)
         if self.purgatories:
             yield from self._purgatory_families()
+        states = self.partition_states
+        if states is not None:
+            yield _gauge(
+                "partition_states",
+                "Partitions whose log end the held fetches know now (bounded: those nothing "
+                "names are forgotten).",
+                len(states),
+            )
+            yield _counter(
+                "partition_state_evictions",
+                "Partitions forgotten because no held fetch, fetch session or watcher named them.",
+                states.evicted,
+            )
 
     def _purgatory_families(self) -> Iterator[Metric]:
         names = {

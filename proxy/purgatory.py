@@ -233,6 +233,11 @@ class Purgatory:
             purges=self._purges,
         )
 
+    def watched_keys(self) -> Iterable[Hashable]:
+        """Every key with a watcher list (a live view; lists of completed operations linger
+        until their key is checked or purged)."""
+        return self._watchers.keys()
+
     def watched_ops(self, key: Hashable) -> int:
         """Entries in ``key``'s watcher list, completed ones included (0: nobody waits on it)."""
         ops = self._watchers.get(key)

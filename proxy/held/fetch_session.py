@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 from uuid import UUID
@@ -250,6 +250,10 @@ class FetchSessionCache:
 
     def get(self, session_id: int) -> FetchSession | None:
         return self._sessions.get(session_id)
+
+    def __iter__(self) -> Iterator[FetchSession]:
+        """The sessions, least recently used first."""
+        return iter(self._sessions.values())
 
     def new_context(self, request: FetchRequest, now_ms: int) -> FetchContext:
         """Classify a client's fetch request and apply it to its session (see the table)."""

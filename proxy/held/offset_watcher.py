@@ -64,6 +64,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import trio
 
@@ -137,6 +138,11 @@ class OffsetWatcher:
         self._polls = metrics.upstream_fetches.labels("offsets")
         self._wanted = WantedPartitions(linger_ms=interval_ms)
         self._answers: dict[PartitionKey, _Answer] = {}
+
+    @property
+    def wanted(self) -> Iterable[PartitionKey]:
+        """The partitions covered now (until their want and linger run out)."""
+        return self._wanted
 
     def want(self, keys: list[PartitionKey], until_ms: int) -> None:
         """Cover ``keys`` until ``until_ms`` (plus one interval of linger, so a consumer's next

@@ -13,14 +13,30 @@
 # a produce by id wakes a fetch by name and the watcher (which fetches by name) can cover both.
 # An id the registry has not seen stays a UUID key: it still works for wake-ups between clients
 # that use ids, it is just not watched.
+#
+# The table is bounded (issue 29: a client that fetched 150,000 made-up partitions grew the
+# process by 44 MiB, for good). Knowledge is worth keeping only for partitions something still
+# names: a held fetch (the purgatory's watch keys), a fetch session, a watcher's wanted set.
+# Its owner (proxy/held/service.py) sweeps with that set (`evict`) when the table holds
+# `sweep_floor` entries, or twice what the last sweep kept named, besides what that sweep kept
+# for being new (`crowded`: sweeps cost O(1) per entry added), and every few seconds while it
+# may hold something nobody names (`sweep_due`). A state learnt since the last sweep is
+# always kept (two generations): the fetch that learnt it may be about to name it, and a sweep
+# between its answer and its hold would otherwise cost that fetch its wake-ups. So an entry
+# nobody names lives at most two sweeps, and the table stays within twice its threshold plus
+# one answer's partitions. Evicting costs nothing but a later upstream fetch: a partition the
+# proxy knows nothing of is never "nothing new". The sweep builds a new dict, so the memory of
+# evicted entries goes back (a dict never shrinks by deletions).
 """Known log ends of partitions, and the topic id -> name registry."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from uuid import UUID
 
 __all__ = [
+    "DEFAULT_SWEEP_FLOOR",
     "READ_COMMITTED",
     "PartitionKey",
     "PartitionState",
@@ -79,20 +95,69 @@ class PartitionState:
     stale: bool = True
     #: The watcher's long-poll covers this partition until then (proxy clock, ms).
     watched_until_ms: int = -1
+    #: The sweep generation of the last answer (PartitionStates.evict keeps the current one).
+    generation: int = 0
 
     def available(self, isolation_level: int) -> int:
         """The offset a consumer with this isolation level may read up to (exclusive)."""
         return readable_end(self.high_watermark, self.last_stable_offset, isolation_level)
 
 
-class PartitionStates:
-    """Every partition the proxy has fetched from, by :data:`PartitionKey`."""
+#: Entries below which the table is never swept for its size (a few MiB at most).
+DEFAULT_SWEEP_FLOOR = 10_000
 
-    def __init__(self) -> None:
+
+class PartitionStates:
+    """What the proxy knows of the partitions it has fetched from, by :data:`PartitionKey`,
+    for those something still names (see the module header).
+
+    Args:
+        sweep_floor: the size below which ``crowded`` is never true.
+    """
+
+    def __init__(self, sweep_floor: int = DEFAULT_SWEEP_FLOOR) -> None:
         self._states: dict[PartitionKey, PartitionState] = {}
+        self._sweep_floor = sweep_floor
+        self._sweep_at = sweep_floor
+        self._generation = 0
+        self._added = 0  # entries created since the last sweep
+        self._kept_young = 0  # entries the last sweep kept only because they were new
+        #: Entries evicted so far.
+        self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._states)
+
+    @property
+    def crowded(self) -> bool:
+        """Whether the table has grown enough since the last sweep to sweep again (see the
+        module header)."""
+        return len(self._states) >= self._sweep_at
+
+    @property
+    def sweep_due(self) -> bool:
+        """Whether a sweep may find something to evict: entries were added since the last
+        one, or it kept some only because they were new."""
+        return bool(self._added or self._kept_young)
+
+    def evict(self, named: Container[object]) -> int:
+        """Forget every partition not in ``named`` and not learnt since the last sweep; how
+        many were forgotten. The survivors are the old generation from now on."""
+        generation, kept, young = self._generation, {}, 0
+        for key, state in self._states.items():
+            if key in named:
+                kept[key] = state
+            elif state.generation == generation:
+                kept[key] = state
+                young += 1
+        evicted = len(self._states) - len(kept)
+        self._states = kept
+        self._generation = generation + 1
+        # Room for what is named to double, besides the new entries the next sweep forgets.
+        self._sweep_at = max(self._sweep_floor, 2 * (len(kept) - young)) + young
+        self._added, self._kept_young = 0, young
+        self.evicted += evicted
+        return evicted
 
     def get(self, key: PartitionKey) -> PartitionState | None:
         return self._states.get(key)
@@ -110,6 +175,8 @@ class PartitionStates:
         state = self._states.get(key)
         if state is None:
             state = self._states[key] = PartitionState()
+            self._added += 1
+        state.generation = self._generation
         changed = (
             state.stale
             or error_code != state.error_code

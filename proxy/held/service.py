@@ -3,6 +3,7 @@
 #   HeldRequests.run()  (in the server's services nursery)
 #   ├── fetch purgatory clock      DelayedFetch: client fetches waiting for data
 #   ├── produce purgatory clock    DelayedProduce: forwarded produces waiting for their answer
+#   ├── partition-state sweeper    forgets partitions nothing names any more (`_sweep`)
 #   └── per broker, started on first use:
 #       ├── refetch channel's reader   BrokerChannel for re-fetches after a wake-up
 #       └── watcher + its channel      UpstreamWatcher (its long-polls need a connection of
@@ -82,6 +83,9 @@ log = logging.getLogger("purgatory_proxy.held.service")
 
 #: Connections per broker for re-fetches after wake-ups.
 _REFETCH_CHANNELS = 4
+#: How often the partition-state table is swept while it may hold partitions nothing names
+#: (proxy/held/partition_state.py): such an entry lives at most two periods.
+_SWEEP_INTERVAL_S = 10.0
 
 
 @dataclass(slots=True, eq=False)  # identity: a connection keeps a set of its tickets
@@ -236,12 +240,15 @@ class HeldRequests:
         self._refetches = self._metrics.upstream_fetches.labels("refetch")
         self._metrics.attach_purgatory("fetch", self.fetches)
         self._metrics.attach_purgatory("produce", self.produces)
+        self._metrics.attach_partition_states(self.states)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the purgatories' clocks and, as brokers are used, their channels and watchers."""
+        """Run the purgatories' clocks, the partition-state sweeper and, as brokers are used,
+        their channels and watchers."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.fetches.run)
             await nursery.start(self.produces.run)
+            nursery.start_soon(self._sweep_regularly)
             self._nursery = nursery
             task_status.started()
 
@@ -572,9 +579,35 @@ class HeldRequests:
         self._wake(learn(results, self.states, self.names, errors=False))
 
     def _wake(self, changed: list[PartitionKey]) -> None:
-        """Wake the fetches held on partitions whose knowledge changed."""
+        """Wake the fetches held on partitions whose knowledge changed; sweep the table if the
+        answer filled it up."""
         for key in changed:
             self.fetches.check_and_complete(key)
+        if self.states.crowded:
+            self._sweep()
+
+    # -- the partition-state table -------------------------------------------------------
+
+    async def _sweep_regularly(self) -> None:
+        while True:
+            await trio.sleep(_SWEEP_INTERVAL_S)
+            if self.states.sweep_due:
+                self._sweep()
+
+    def _sweep(self) -> None:
+        """Forget what the proxy knows of partitions no held fetch, fetch session or watcher
+        names (proxy/held/partition_state.py). O(table + sessions' partitions), amortised
+        over the entries added since the last sweep."""
+        names = self.names
+        named: set[Hashable] = set(self.fetches.watched_keys())
+        for cache in self._sessions.values():
+            for session in cache:
+                named.update(canonical(key, names) for key in session.partitions)
+        for watcher in self._watchers.values():
+            named.update(watcher.wanted)
+        evicted = self.states.evict(named)
+        if evicted:
+            log.debug("forgot %d partitions nothing names; %d known", evicted, len(self.states))
 
     # -- the produce side ----------------------------------------------------------------
 

@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import trio
 
@@ -80,6 +81,11 @@ class UpstreamWatcher:
         self._max_wait_ms = max_wait_ms
         self._polls = metrics.upstream_fetches.labels("watcher")
         self._wanted = WantedPartitions(linger_ms=max_wait_ms)
+
+    @property
+    def wanted(self) -> Iterable[PartitionKey]:
+        """The partitions covered now (until their want and linger run out)."""
+        return self._wanted
 
     def want(self, keys: list[PartitionKey], until_ms: int) -> None:
         """Cover ``keys`` until ``until_ms`` (plus one max wait of linger)."""
