@@ -33,6 +33,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from proxy.connection.admission import UNLIMITED, normalize_ip
 from proxy.purgatory import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
 from proxy.security_config import (
     ClientAuth,
@@ -70,7 +71,15 @@ def _optional_host_port(value: str) -> str:
     return _host_port(value) if value else value
 
 
+def _ip_address(value: str) -> str:
+    try:
+        return normalize_ip(value)
+    except ValueError:
+        raise ValueError(f"expected an IP address, got {value!r}") from None
+
+
 HostPort = Annotated[str, AfterValidator(_host_port)]
+IpAddress = Annotated[str, AfterValidator(_ip_address)]
 OptionalHostPort = Annotated[str, AfterValidator(_optional_host_port)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -168,6 +177,38 @@ class ConnectionsSection(_Section):
     Never closed with client_auth = "passthrough" (it carries the client's authentication), nor
     once it carried a ShareFetch or ShareAcknowledge (the broker ends a KIP-932 share session
     with the connection that opened it)."""
+    # Connection quotas (issue 29; Kafka's KIP-402 and KIP-612, with Kafka's defaults: no
+    # limit). An excess connection is closed as it is accepted (proxy/connection/admission.py).
+    max_connections: int = Field(default=UNLIMITED, ge=0)
+    """Client connections open at once, all listeners (Kafka: max.connections); lowered at
+    start to what the descriptor limit allows (proxy/descriptors.py)."""
+    max_connections_per_ip: int = Field(default=UNLIMITED, ge=0)
+    """Client connections open at once from one IP address (Kafka: max.connections.per.ip);
+    0 admits only the addresses of max_connections_per_ip_overrides."""
+    max_connections_per_ip_overrides: dict[IpAddress, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict
+    )
+    """IP address -> its own cap instead of max_connections_per_ip (Kafka:
+    max.connections.per.ip.overrides)."""
+    max_connection_creation_rate: int = Field(default=UNLIMITED, ge=1)
+    """New client connections accepted per second, all addresses (Kafka:
+    max.connection.creation.rate)."""
+    max_connection_creation_rate_per_ip: int = Field(default=UNLIMITED, ge=1)
+    """New client connections accepted per second from one IP address (Kafka: the
+    connection_creation_rate quota of an IP, KIP-612)."""
+    reserved_descriptors: int = Field(default=64, ge=16)
+    """Descriptors kept from client connections for the proxy itself (the HTTP endpoint's
+    probes above all): the client connection cap is (RLIMIT_NOFILE - this - 6 per broker) / 2."""
+
+    @model_validator(mode="after")
+    def _zero_per_ip_needs_overrides(self) -> ConnectionsSection:
+        # Kafka's rule: max.connections.per.ip may be 0 only if overrides admit someone.
+        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
+            raise ValueError(
+                "connections.max_connections_per_ip is 0 with no "
+                "connections.max_connections_per_ip_overrides: no client could connect"
+            )
+        return self
 
 
 class PurgatorySection(_Section):
@@ -329,7 +370,7 @@ def _source(
 
 
 #: Sections whose cross-key rule is reported against one key: the one users set to break it.
-_SECTION_RULE_KEY = {"memory": "limit"}
+_SECTION_RULE_KEY = {"memory": "limit", "connections": "max_connections_per_ip"}
 
 
 def _describe(

@@ -9,6 +9,12 @@
 # thread, between checkpoints, so the scrape-time collectors read the pool and purgatory
 # without locks. Each receive is bounded by a timeout so an idle or slowloris scraper cannot
 # hold a task forever; h11 bounds the header size itself (16 KiB).
+#
+# The endpoint must answer when the clients have taken every descriptor they may (issue 29):
+# its connections come out of the descriptors the client cap leaves aside (proxy/descriptors.py)
+# and are at most _MAX_CONNECTIONS; a new one past that closes the oldest, so a probe always
+# gets in, however many idle scrapers hold connections. Out of descriptors all the same, the
+# accept loop waits and retries (proxy/accepting.py) instead of ending the proxy.
 """HTTP endpoint for operators: /metrics, /healthz, /readyz."""
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from typing import NoReturn
 
 import h11
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
+from proxy.accepting import accept_or_wait
 from proxy.readiness import Readiness
 
 __all__ = ["serve_http"]
@@ -27,6 +34,8 @@ __all__ = ["serve_http"]
 log = logging.getLogger("purgatory_proxy.http")
 
 _RECEIVE_TIMEOUT_S = 10.0
+#: HTTP connections open at once (their descriptors are in connections.reserved_descriptors).
+_MAX_CONNECTIONS = 16
 _MAX_RECEIVE_BYTES = 16 * 1024
 _TEXT = "text/plain; charset=utf-8"
 
@@ -36,6 +45,7 @@ async def serve_http(
     registry: CollectorRegistry,
     readiness: Readiness,
     handlers: trio.Nursery,
+    accept_failures: Counter | None = None,
 ) -> NoReturn:
     """Accept HTTP connections on ``listener`` forever; each is served in ``handlers``.
 
@@ -44,11 +54,36 @@ async def serve_http(
         registry: what /metrics exposes.
         readiness: what /readyz reports (503 with every reason while any cause blocks).
         handlers: the nursery that owns the connection tasks.
+        accept_failures: counts accept() failures for lack of descriptors or memory.
+
+    Resource handling: at most ``_MAX_CONNECTIONS`` connections; a new one closes the oldest.
     """
+    open_scopes: dict[trio.CancelScope, None] = {}  # insertion order: oldest first
     async with listener:
         while True:
-            stream = await listener.accept()
-            handlers.start_soon(_serve_connection, stream, registry, readiness)
+            stream = await accept_or_wait(listener, accept_failures, "the HTTP endpoint")
+            if len(open_scopes) >= _MAX_CONNECTIONS:
+                oldest = next(iter(open_scopes))
+                del open_scopes[oldest]
+                oldest.cancel()
+            scope = trio.CancelScope()
+            open_scopes[scope] = None
+            handlers.start_soon(_serve_in, scope, open_scopes, stream, registry, readiness)
+
+
+async def _serve_in(
+    scope: trio.CancelScope,
+    open_scopes: dict[trio.CancelScope, None],
+    stream: trio.SocketStream,
+    registry: CollectorRegistry,
+    readiness: Readiness,
+) -> None:
+    """Serve one connection in ``scope`` (cancelled to make room for a newer one)."""
+    try:
+        with scope:
+            await _serve_connection(stream, registry, readiness)
+    finally:
+        open_scopes.pop(scope, None)
 
 
 async def _serve_connection(

@@ -108,7 +108,15 @@ class Metrics:
         )
         self.accept_failures = Counter(
             f"{PREFIX}_accept_failures",
-            "accept() failures for lack of descriptors or memory (the listener retries).",
+            "accept() failures for lack of descriptors or memory, client and HTTP listeners "
+            "(the listener retries).",
+            registry=r,
+        )
+        self.connections_refused = Counter(
+            f"{PREFIX}_connections_refused",
+            "Client connections closed as they were accepted, by the limit they hit "
+            "(max_connections, max_connections_per_ip, creation_rate, creation_rate_per_ip).",
+            ["reason"],
             registry=r,
         )
         self.connections_open = Gauge(

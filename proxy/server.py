@@ -30,15 +30,18 @@ from pathlib import Path
 import trio
 
 from proxy.config import Config, parse_host_port
+from proxy.connection.admission import ConnectionAdmission
 from proxy.connection.api_versions import KnownApiVersions
 from proxy.connection.drain import Drain
 from proxy.connection.listeners import (
+    DescriptorBudget,
     ListenerFactory,
     Listeners,
     SocketListeners,
     bind_socket_listener,
 )
 from proxy.connection.services import ConnectionServices
+from proxy.descriptors import PER_BROKER, PER_CONNECTION, raise_descriptor_limit
 from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
 from proxy.held.partition_state import TopicNames
@@ -146,13 +149,25 @@ async def serve(
         failures = metrics.tls_handshake_failures
         server_tls.on_failure = lambda listener, reason: failures.labels(listener, reason).inc()
     listen_host, listen_port = parse_host_port(config.proxy.listen)
+    descriptors = limit = None
+    if listeners is None:  # real sockets cost descriptors: the cap fits the process's limit
+        limit = raise_descriptor_limit()
+        descriptors = DescriptorBudget(limit.soft, config.connections.reserved_descriptors)
     client_listeners = Listeners(
         listen_host,
         listeners if listeners is not None else SocketListeners(),
         metrics,
         server_tls,
         config.connections.frame_timeout_ms / 1000,
+        _admission(config),
+        descriptors,
     )
+    if limit is not None:
+        log.info(
+            "%s: %s (%d descriptors each, %d kept for the proxy, %d fewer connections per "
+            "broker)", limit.describe(), client_listeners.admission.describe(), PER_CONNECTION,
+            config.connections.reserved_descriptors, PER_BROKER // PER_CONNECTION,
+        )  # fmt: skip
     routing = Routing(config.proxy.broker_ports, config.proxy.first_broker_port)
     topic_names = TopicNames()
     directory = BrokerDirectory(
@@ -206,8 +221,9 @@ async def serve(
                             accepting.start_soon(_reload_tls_on_sighup, server_tls)
                         if http is not None:
                             services_nursery.start_soon(
-                                serve_http, http, metrics.registry, readiness, services_nursery
-                            )
+                                serve_http, http, metrics.registry, readiness, services_nursery,
+                                metrics.accept_failures,
+                            )  # fmt: skip
                             http_host, http_port = http.socket.getsockname()[:2]
                             log.info("metrics endpoint on http://%s", Address(http_host, http_port))
                         log.info("purgatory-proxy listening on %s", address)
@@ -223,6 +239,17 @@ async def serve(
             # A log stuck on a dead disk must not hold the process: same budget as the drain.
             request_log.close()
             observers.cancel_scope.deadline = trio.current_time() + drain_s
+
+
+def _admission(config: Config) -> ConnectionAdmission:
+    connections = config.connections
+    return ConnectionAdmission(
+        connections.max_connections,
+        connections.max_connections_per_ip,
+        connections.max_connections_per_ip_overrides,
+        connections.max_connection_creation_rate,
+        connections.max_connection_creation_rate_per_ip,
+    )
 
 
 def _request_log(config: Config) -> RequestLog | None:

@@ -7,8 +7,10 @@ librdkafka) talk to it over TCP, and a test can read its log lines and kill it b
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -60,11 +62,20 @@ class ProxyProcess:
         return self._proc.wait(timeout=timeout_s)
 
 
+def _limit_descriptors(nofile: int) -> None:
+    """Runs in the child before exec."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+
 @contextlib.contextmanager
 def running_proxy(
-    upstream: str | None, *args: str, env: dict[str, str] | None = None
+    upstream: str | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    nofile: int | None = None,
 ) -> Iterator[ProxyProcess]:
-    """Start ``python -m proxy run`` on a free loopback port; kill it (by PID) afterwards."""
+    """Start ``python -m proxy run`` on a free loopback port; kill it (by PID) afterwards.
+    ``nofile``: its RLIMIT_NOFILE, soft and hard, from the start (a descriptor-starved host)."""
     command = [sys.executable, "-m", "proxy", "run", "--listen", "127.0.0.1:0", *args]
     if upstream is not None:
         command += ["--upstream", upstream]
@@ -76,6 +87,7 @@ def running_proxy(
         stderr=subprocess.STDOUT,
         cwd=root,
         env={**os.environ, **(env or {})},
+        preexec_fn=None if nofile is None else functools.partial(_limit_descriptors, nofile),
     )
     log_path = Path(log.name)
     try:

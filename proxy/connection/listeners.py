@@ -13,13 +13,20 @@
 # so in-flight requests can drain on shutdown); with listener TLS configured each one does its
 # bounded handshake first, in its own handler task, so a stalled handshake blocks nobody.
 #
+# Limits (issue 29): each accepted connection is first put to the ConnectionAdmission
+# (proxy/connection/admission.py: total, per IP address, creation rates). A refused one is
+# closed at once, counted in connections_refused_total{reason} and logged, one line per reason
+# at most every 10 s with how many more were refused since. The total cap follows the
+# descriptors the process can afford (proxy/descriptors.py), which shrinks with each broker
+# listener opened. Out of descriptors all the same, the accept loops wait and retry
+# (proxy/accepting.py) rather than end.
+#
 # Sockets come from a ListenerFactory: real sockets in production (SocketListeners), trio's
 # in-memory listeners in the in-process tests.
 """The client listeners: bootstrap and per-broker ports, accept loops, TLS handshakes."""
 
 from __future__ import annotations
 
-import errno
 import itertools
 import logging
 import math
@@ -29,20 +36,29 @@ from typing import NoReturn, Protocol, cast
 
 import trio
 
+from proxy.accepting import accept_or_wait
+from proxy.connection.admission import ConnectionAdmission, Refusal, normalize_ip
 from proxy.connection.client import ClientConnection, peer_name
 from proxy.connection.services import ConnectionServices
+from proxy.descriptors import affordable_connections
 from proxy.errors import StartupError
 from proxy.metrics import Metrics
 from proxy.routing import Address
 from proxy.tls import ServerTls, TlsHandshakeFailed
 
-__all__ = ["ListenerFactory", "Listeners", "SocketListeners", "bind_socket_listener"]
+__all__ = [
+    "DescriptorBudget",
+    "ListenerFactory",
+    "Listeners",
+    "SocketListeners",
+    "bind_socket_listener",
+    "peer_ip",
+]
 
 log = logging.getLogger("purgatory_proxy.server")
 
-#: accept() errors that mean "not now" (descriptor or memory limits), not a broken listener.
-_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-_ACCEPT_RETRY_S = 0.1
+#: Refusals of one reason are logged at most this often (the counter has every one).
+_REFUSAL_LOG_INTERVAL_S = 10.0
 
 AnyListener = trio.abc.Listener[trio.abc.Stream]
 
@@ -74,15 +90,26 @@ class _BrokerListener:
     node_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class DescriptorBudget:
+    """What the total connection cap is fitted to: the process's descriptor limit and the
+    descriptors kept for the proxy itself (proxy/descriptors.py)."""
+
+    limit: int
+    reserved: int
+
+
 class Listeners:
     """Client listeners and their accept loops.
 
     Args:
         listen_host: where every listener is bound.
         factory: how listeners are bound.
-        metrics: accepted connections and accept failures are counted.
+        metrics: accepted, refused connections and accept failures are counted.
         server_tls: TLS of every listener, or None for plaintext.
         handshake_timeout_s: bound of a TLS handshake (connections.frame_timeout_ms).
+        admission: the connection limits (its total cap is refitted as brokers come).
+        descriptors: what the total cap is fitted to; None: not fitted (in-memory listeners).
     """
 
     def __init__(
@@ -92,6 +119,8 @@ class Listeners:
         metrics: Metrics,
         server_tls: ServerTls | None,
         handshake_timeout_s: float,
+        admission: ConnectionAdmission,
+        descriptors: DescriptorBudget | None = None,
     ) -> None:
         self.listen_host = listen_host
         self._factory = factory
@@ -100,6 +129,13 @@ class Listeners:
         self._handshake_timeout_s = handshake_timeout_s
         self._new_send, self._new_receive = trio.open_memory_channel[_BrokerListener](math.inf)
         self._connection_ids = itertools.count(1)
+        self.admission = admission
+        self._descriptors = descriptors
+        self._configured_max = admission.max_connections
+        self._brokers = 0
+        self._fit()
+        self._refusals_logged_s: dict[str, float] = {}
+        self._refusals_unlogged: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"<Listeners on {self.listen_host}>"
@@ -116,7 +152,17 @@ class Listeners:
             extra={"broker": node_id},
         )  # fmt: skip
         self._new_send.send_nowait(_BrokerListener(listener, node_id))
+        self._brokers += 1
+        self._fit()
         return port
+
+    def _fit(self) -> None:
+        """Cap the client connections at what the descriptors left after the proxy's own
+        (per broker: its listener and channels) can serve."""
+        budget = self._descriptors
+        if budget is not None:
+            affordable = affordable_connections(budget.limit, budget.reserved, self._brokers)
+            self.admission.max_connections = min(self._configured_max, affordable)
 
     async def run(
         self,
@@ -144,37 +190,57 @@ class Listeners:
         services: ConnectionServices,
         handlers: trio.Nursery,
     ) -> NoReturn:
-        """Accept forever; each connection runs in the handlers nursery (it may outlive us)."""
-        failing = False
-        accepted = self._metrics.connections_accepted.labels(
-            "bootstrap" if node_id is None else "broker"
-        )
+        """Accept forever; each connection the limits admit runs in the handlers nursery (it
+        may outlive us), the others are closed at once."""
+        metrics = self._metrics
+        accepted = metrics.connections_accepted.labels("bootstrap" if node_id is None else "broker")
+        where = "the bootstrap listener" if node_id is None else f"broker {node_id}'s listener"
         async with listener:
             while True:
-                try:
-                    stream = await listener.accept()
-                except OSError as error:
-                    if error.errno not in _ACCEPT_RESOURCE_ERRORS:
-                        raise
-                    # Out of descriptors or kernel memory: the clients waiting in the backlog
-                    # get in once connections close. Never end the listener for it (this is
-                    # what trio.serve_listeners does too).
-                    self._metrics.accept_failures.inc()
-                    if not failing:  # once per streak; the counter has the rest
-                        log.error("cannot accept a connection (%s); retrying every %.0f ms",
-                                  error.strerror, _ACCEPT_RETRY_S * 1000)  # fmt: skip
-                    failing = True
-                    await trio.sleep(_ACCEPT_RETRY_S)
+                stream = await accept_or_wait(listener, metrics.accept_failures, where)
+                ip = peer_ip(stream)
+                refusal = self.admission.admit(ip, trio.current_time())
+                if refusal is not None:
+                    await trio.aclose_forcefully(stream)
+                    self._refused(refusal, ip)
                     continue
-                if failing:
-                    log.info("accepting connections again")
-                    failing = False
                 accepted.inc()
-                if self._server_tls is not None:
-                    handlers.start_soon(self._serve_tls, stream, node_id, services)
-                    continue
-                connection = ClientConnection(services, stream, node_id, next(self._connection_ids))
-                handlers.start_soon(connection.run)
+                handlers.start_soon(self._serve, stream, node_id, services, ip)
+
+    def _refused(self, refusal: Refusal, ip: str | None) -> None:
+        """Count a refused connection; log it unless its reason was logged in the last 10 s
+        (the next line says how many went unlogged)."""
+        reason = refusal.reason
+        self._metrics.connections_refused.labels(reason).inc()
+        now_s = trio.current_time()
+        last_s = self._refusals_logged_s.get(reason)
+        if last_s is not None and now_s - last_s < _REFUSAL_LOG_INTERVAL_S:
+            self._refusals_unlogged[reason] = self._refusals_unlogged.get(reason, 0) + 1
+            return
+        self._refusals_logged_s[reason] = now_s
+        unlogged = self._refusals_unlogged.pop(reason, 0)
+        more = f"; {unlogged} more refused for this since the last such line" if unlogged else ""
+        log.warning(
+            "refused a client connection from %s: %s%s", ip or "?", refusal.detail, more,
+            extra={"peer": ip, "reason": reason},
+        )  # fmt: skip
+
+    async def _serve(
+        self,
+        stream: trio.abc.Stream,
+        node_id: int | None,
+        services: ConnectionServices,
+        ip: str | None,
+    ) -> None:
+        """Serve an admitted connection (after its TLS handshake, if any); its place in the
+        limits is given back when it ends, however it ends."""
+        try:
+            if self._server_tls is not None:
+                await self._serve_tls(stream, node_id, services)
+            else:
+                await ClientConnection(services, stream, node_id, next(self._connection_ids)).run()
+        finally:
+            self.admission.release(ip)
 
     async def _serve_tls(
         self, stream: trio.abc.Stream, node_id: int | None, services: ConnectionServices
@@ -200,6 +266,17 @@ class Listeners:
             )  # fmt: skip
             return
         await ClientConnection(services, secured, node_id, next(self._connection_ids)).run()
+
+
+def peer_ip(stream: trio.abc.Stream) -> str | None:
+    """The client's IP address (one spelling per address), or None when the stream is not a
+    socket's (the in-process tests' memory streams)."""
+    if not isinstance(stream, trio.SocketStream):
+        return None
+    try:
+        return normalize_ip(stream.socket.getpeername()[0])
+    except (OSError, ValueError):
+        return None
 
 
 def bind_socket_listener(host: str, port: int) -> trio.SocketListener:
