@@ -155,6 +155,7 @@ def test_each_address_is_held_to_its_own_cap_and_others_are_served(
     )
     metrics = f"127.0.0.1:{free_port()}"
     with running_proxy(kafka.bootstrap(), "--config", config, "--metrics", metrics) as proxy:
+        started = time.monotonic()
         second = [_attack(proxy, "127.0.0.2") for _ in range(8)]
         third = [_attack(proxy, "127.0.0.3") for _ in range(10)]
         try:
@@ -176,8 +177,10 @@ def test_each_address_is_held_to_its_own_cap_and_others_are_served(
         refused = metric_value(metrics, "purgatory_proxy_connections_refused_total",
                                reason="max_connections_per_ip")  # fmt: skip
         assert refused >= 5
-        # One line per reason per 10 s, however many were refused, naming the first.
-        assert _refusal_lines(proxy) == [("127.0.0.2", "connections.max_connections_per_ip")]
+        # One line per reason per 10 s, however many were refused; the first names .2.
+        lines = _refusal_lines(proxy)
+        assert lines[0] == ("127.0.0.2", "connections.max_connections_per_ip")
+        assert len(lines) <= 1 + (time.monotonic() - started) / 10
         assert proxy.alive()
 
 
