@@ -321,10 +321,14 @@ def _model_keys(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> set[tup
     return keys
 
 
+#: Settings whose value is a table of the user's own keys, not a section of settings.
+_TABLE_SETTINGS = {("proxy", "broker_ports"), ("connections", "max_connections_per_ip_overrides")}
+
+
 def _toml_keys(table: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
     keys: set[tuple[str, ...]] = set()
     for name, value in table.items():
-        if isinstance(value, dict) and (*prefix, name) != ("proxy", "broker_ports"):
+        if isinstance(value, dict) and (*prefix, name) not in _TABLE_SETTINGS:
             keys |= _toml_keys(value, (*prefix, name))
         else:
             keys.add((*prefix, name))
@@ -367,7 +371,7 @@ def _flat(tree: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str,
 def _field(config: BaseModel, key: tuple[str, ...]) -> Any:
     value: Any = config
     for part in key:
-        value = getattr(value, part)
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part)
     return value
 
 
@@ -406,6 +410,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "frame_timeout_ms": 2222,
         "shutdown_drain_ms": 3333,
         "upstream_idle_timeout_ms": 4444,
+        "max_connections": 5555,
+        "max_connections_per_ip": 66,
+        "max_connections_per_ip_overrides": {"10.0.0.5": 500, "2001:db8::7": 0},
+        "max_connection_creation_rate": 77,
+        "max_connection_creation_rate_per_ip": 8,
+        "reserved_descriptors": 99,
     },
     "purgatory": {"tick_ms": 2, "wheel_size": 64, "purge_interval": 77},
     "fetch": {
