@@ -1,9 +1,9 @@
 # Strategy: issue 29's connection attacks against the real proxy process in front of Apache
-# Kafka (one KRaft node for the module). Attackers are raw sockets that send one ApiVersions
-# and then idle, from chosen loopback source addresses (127.0.0.1, .2, ...: all loopback on
-# Linux), because a client library would retry, pool or back off on its own. A connection's
-# fate is read from the socket: an answer (served) or end of stream / reset with none
-# (refused at accept). Real clients (kafka-python) check that others are still served.
+# Kafka (the session's one KRaft node, tests/conftest.py). Attackers are raw sockets that send
+# one ApiVersions and then idle, from chosen loopback source addresses (127.0.0.1, .2, ...: all
+# loopback on Linux), because a client library would retry, pool or back off on its own. A
+# connection's fate is read from the socket: an answer (served) or end of stream / reset with
+# none (refused at accept). Real clients (kafka-python) check that others are still served.
 #
 #   descriptors  a proxy started with RLIMIT_NOFILE 256 (soft and hard, as a host would set
 #                it) and 400 attackers: the proxy stays up, /healthz and /metrics answer
@@ -24,29 +24,19 @@ import re
 import socket
 import time
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
+from kafka import KafkaConsumer, KafkaProducer
 
-from testbed.kafka_cluster import KafkaCluster, running_kafka
-from testbed.processes import free_port
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 from tests.integration._kafka_raw import metric_value
 
 #: ApiVersions v0, correlation id 7, client id "attacker": the cheapest request a client sends.
 _API_VERSIONS = b"\x00\x00\x00\x12" + b"\x00\x12\x00\x00\x00\x00\x00\x07\x00\x08attacker"
 #: The refusal log line (rate-limited: one per reason per 10 s).
 _REFUSED = re.compile(r"refused a client connection from (\S+): .*\((connections\.\w+)")
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[KafkaCluster]:
-    with running_kafka() as cluster:
-        yield cluster
 
 
 def _attack(proxy: ProxyProcess, source: str = "127.0.0.1") -> socket.socket:
@@ -87,10 +77,7 @@ def _refusal_lines(proxy: ProxyProcess) -> list[tuple[str, str]]:
 
 def _round_trip(bootstrap: str) -> None:
     """A real client creates a topic, produces a record and reads it back."""
-    topic = f"limits-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
-    admin.create_topics([NewTopic(topic, 1, 1)])
-    admin.close()
+    topic = create_topic(bootstrap, "limits")
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     assert producer.send(topic, b"served").get(timeout=30).offset == 0
     producer.close()
@@ -113,10 +100,10 @@ FLOOD = 400
 
 
 def test_out_of_descriptors_the_proxy_refuses_the_excess_and_its_probes_answer(
-    kafka: KafkaCluster,
+    kafka_broker: Broker,
 ) -> None:
     metrics = f"127.0.0.1:{free_port()}"
-    with running_proxy(kafka.bootstrap(), "--metrics", metrics, nofile=NOFILE) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics, nofile=NOFILE) as proxy:
         line = proxy.wait_for_log(rf"descriptor limit {NOFILE}: at most (\d+) client connections")
         cap = int(line[1])
         assert 0 < cap < FLOOD
@@ -133,8 +120,9 @@ def test_out_of_descriptors_the_proxy_refuses_the_excess_and_its_probes_answer(
         finally:
             _close(flood)
         elapsed_s = time.monotonic() - started
-        # The broker's listener, opened after the start-up line, takes 3 slots of the cap.
-        assert cap - 3 * len(kafka.nodes) <= served <= cap
+        # Each broker's listener, opened after the start-up line, takes 3 slots of the cap.
+        brokers = len(re.findall(r"broker \d+ is served at", proxy.log_text()))
+        assert cap - 3 * brokers <= served <= cap
         refused = metric_value(metrics, "purgatory_proxy_connections_refused_total",
                                reason="max_connections")  # fmt: skip
         assert refused == FLOOD - served
@@ -146,7 +134,7 @@ def test_out_of_descriptors_the_proxy_refuses_the_excess_and_its_probes_answer(
 
 
 def test_each_address_is_held_to_its_own_cap_and_others_are_served(
-    kafka: KafkaCluster, tmp_path: Path
+    kafka_broker: Broker, tmp_path: Path
 ) -> None:
     config = _config(
         tmp_path,
@@ -154,7 +142,7 @@ def test_each_address_is_held_to_its_own_cap_and_others_are_served(
         '[connections.max_connections_per_ip_overrides]\n"127.0.0.3" = 8\n',
     )
     metrics = f"127.0.0.1:{free_port()}"
-    with running_proxy(kafka.bootstrap(), "--config", config, "--metrics", metrics) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--config", config, "--metrics", metrics) as proxy:
         started = time.monotonic()
         second = [_attack(proxy, "127.0.0.2") for _ in range(8)]
         third = [_attack(proxy, "127.0.0.3") for _ in range(10)]
@@ -197,12 +185,12 @@ def _burst(proxy: ProxyProcess, count: int, source: str) -> tuple[int, float]:
 
 
 def test_a_burst_past_the_creation_rate_is_refused_past_one_seconds_worth(
-    kafka: KafkaCluster, tmp_path: Path
+    kafka_broker: Broker, tmp_path: Path
 ) -> None:
     rate = 5
     config = _config(tmp_path, f"[connections]\nmax_connection_creation_rate = {rate}\n")
     metrics = f"127.0.0.1:{free_port()}"
-    with running_proxy(kafka.bootstrap(), "--config", config, "--metrics", metrics) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--config", config, "--metrics", metrics) as proxy:
         time.sleep(1.1)  # the bucket is full
         served, elapsed_s = _burst(proxy, 100, "127.0.0.1")
         assert rate <= served <= rate + rate * elapsed_s + 1
@@ -218,7 +206,7 @@ def test_a_burst_past_the_creation_rate_is_refused_past_one_seconds_worth(
 
 
 def test_one_address_past_its_creation_rate_takes_nothing_from_the_others(
-    kafka: KafkaCluster, tmp_path: Path
+    kafka_broker: Broker, tmp_path: Path
 ) -> None:
     per_ip = 5
     config = _config(
@@ -227,7 +215,7 @@ def test_one_address_past_its_creation_rate_takes_nothing_from_the_others(
         f"max_connection_creation_rate_per_ip = {per_ip}\n",
     )
     metrics = f"127.0.0.1:{free_port()}"
-    with running_proxy(kafka.bootstrap(), "--config", config, "--metrics", metrics) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--config", config, "--metrics", metrics) as proxy:
         time.sleep(1.1)
         served, elapsed_s = _burst(proxy, 100, "127.0.0.2")
         assert per_ip <= served <= per_ip + per_ip * elapsed_s + 1

@@ -18,20 +18,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
-import pytest
 import trio
 from kafka import KafkaConsumer, KafkaProducer
 
-from testbed.kafka_cluster import KafkaCluster, running_kafka
-from testbed.processes import free_port
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
-from tests.integration._kafka_raw import create_topic
+from testbed.topics import create_topic
+from tests.support.fetch_requests import fetch_partitions
 from tests.support.load_proc import rss_bytes, scrape
 from tests.support.load_wire import KafkaWire, leader_address
 from wire.messages import FetchRequest, FetchResponse
-from wire.messages.fetch_request import FetchPartition, FetchTopic
 
 MIB = 2**20
 FETCHES = 30
@@ -45,30 +42,13 @@ STATES = "purgatory_proxy_partition_states"
 GROWTH_BOUND_BYTES = 20 * MIB
 
 
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[KafkaCluster]:
-    with running_kafka() as cluster:
-        yield cluster
-
-
 def _made_up(batch: int) -> FetchRequest:
-    return FetchRequest(
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchTopic(
-                topic=f"made-up-{batch}-{topic}-{uuid.uuid4().hex[:12]}",
-                partitions=[
-                    FetchPartition(partition=index, fetch_offset=0, partition_max_bytes=1)
-                    for index in range(PARTITIONS_PER_TOPIC)
-                ],
-            )
-            for topic in range(TOPICS_PER_FETCH)
-        ],
-    )
+    """A sessionless fetch of PER_FETCH partitions of topics nobody created, answered at once."""
+    topics = {
+        f"made-up-{batch}-{topic}-{uuid.uuid4().hex[:12]}": range(PARTITIONS_PER_TOPIC)
+        for topic in range(TOPICS_PER_FETCH)
+    }
+    return fetch_partitions(topics, max_wait_ms=0, partition_max_bytes=1)
 
 
 async def _states(metrics: str) -> float:
@@ -108,10 +88,10 @@ def _consume_one(bootstrap: str, topic: str) -> list[bytes]:
 
 
 async def test_made_up_partitions_are_forgotten_and_their_memory_given_back(
-    kafka: KafkaCluster,
+    kafka_broker: Broker,
 ) -> None:
     metrics = f"127.0.0.1:{free_port()}"
-    with running_proxy(kafka.bootstrap(), "--metrics", metrics) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics) as proxy:
         topic = create_topic(proxy.bootstrap, "growth")
         broker = await leader_address(proxy.host, proxy.port, topic)
         # Warm-up: the codec, the channels and one fetch's worth, forgotten again.

@@ -38,7 +38,6 @@ from kafka.admin import (
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
-    NewTopic,
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
@@ -50,7 +49,9 @@ from proxy.sasl_client import AUTHENTICATE_VERSION, HANDSHAKE_VERSION, SaslClien
 from testbed.kafka_cluster import USERS, KafkaCluster, running_kafka
 from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 from tests.integration._kafka_raw import metric_value
+from tests.support.fetch_requests import fetch_partitions
 from tests.support.raw_tls_client import RawKafka
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode_response
@@ -63,7 +64,6 @@ from wire.messages import (
     SaslAuthenticateResponse,
     SaslHandshakeResponse,
 )
-from wire.messages.fetch_request import FetchPartition, FetchTopic
 from wire.messages.fetch_response import PartitionData
 from wire.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -94,13 +94,21 @@ class Gateway:
 
 def _sasl_options(cluster: KafkaCluster, user: str) -> dict[str, object]:
     """kafka-python's settings to reach the cluster itself (not the proxy) as ``user``."""
+    return {"bootstrap_servers": cluster.bootstrap(LISTENER), **_login_options(user)}
+
+
+def _login_options(user: str) -> dict[str, object]:
     return {
-        "bootstrap_servers": cluster.bootstrap(LISTENER),
         "security_protocol": LISTENER,
         "sasl_mechanism": MECHANISM,
         "sasl_plain_username": user,
         "sasl_plain_password": USERS[user],
     }
+
+
+def _create_topic(cluster: KafkaCluster, topic: str) -> None:
+    """Create ``topic`` as admin and wait until its leader serves it."""
+    create_topic(cluster.bootstrap(LISTENER), name=topic, **_login_options("admin"))
 
 
 def _acl(user: str, operation: ACLOperation, topic: str) -> ACL:
@@ -117,7 +125,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             upsert = UserScramCredentialUpsertion(PROXY_USER, ScramMechanism.SCRAM_SHA_512,
                                                   PROXY_PASSWORD)  # fmt: skip
             assert admin.alter_user_scram_credentials([upsert]) == {PROXY_USER: None}
-            admin.create_topics([NewTopic(topic, 1, 1)])
             acls = [
                 _acl(PROXY_USER, ACLOperation.DESCRIBE, "*"),  # the literal "*": every topic
                 _acl("alice", ACLOperation.READ, topic),
@@ -127,6 +134,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
             assert not result["failed"], result
         finally:
             admin.close()
+        _create_topic(cluster, topic)
         _produce(cluster, topic, b"first", b"second")
         folder = tmp_path_factory.mktemp("gateway")
         (folder / "password").write_text(PROXY_PASSWORD)
@@ -197,12 +205,7 @@ def _client(gateway: Gateway, user: str) -> _Client:
 def _fetch(
     topic: str, offset: int, max_wait_ms: int, session: tuple[int, int] = (0, -1)
 ) -> FetchRequest:
-    wanted = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
-    return FetchRequest(
-        max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-        session_id=session[0], session_epoch=session[1],
-        topics=[FetchTopic(topic=topic, partitions=[wanted])],
-    )  # fmt: skip
+    return fetch_partitions({topic: (0,)}, offset=offset, max_wait_ms=max_wait_ms, session=session)
 
 
 def _partition(response: object) -> PartitionData | None:
@@ -293,9 +296,9 @@ def test_alice_revoked_mid_session_is_denied_and_not_answered_from_what_others_r
     gateway: Gateway,
 ) -> None:
     topic = f"revoked-{uuid.uuid4().hex[:8]}"
+    _create_topic(gateway.cluster, topic)
     admin = gateway.admin()
     try:
-        admin.create_topics([NewTopic(topic, 1, 1)])
         assert not admin.create_acls(
             [_acl("alice", ACLOperation.READ, topic), _acl("alice", ACLOperation.DESCRIBE, topic)]
         )["failed"]

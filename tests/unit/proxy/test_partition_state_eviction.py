@@ -9,10 +9,10 @@ import trio
 import trio.testing
 
 from proxy.held.partition_state import PartitionStates
+from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import WireClient, proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
 from wire.messages import FetchRequest
-from wire.messages.fetch_request import FetchPartition, FetchTopic
 
 
 def _learn(states: PartitionStates, *keys: tuple[str, int]) -> None:
@@ -58,23 +58,8 @@ def test_the_table_is_crowded_once_it_doubles_since_the_last_sweep() -> None:
 def _made_up_partitions(batch: int, topics: int, partitions: int) -> FetchRequest:
     """A sessionless fetch of ``topics`` x ``partitions`` partitions nobody uses, answered
     at once (max wait 0)."""
-    return FetchRequest(
-        max_wait_ms=0,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchTopic(
-                topic=f"made-up-{batch}-{topic}",
-                partitions=[
-                    FetchPartition(partition=index, fetch_offset=0, partition_max_bytes=1)
-                    for index in range(partitions)
-                ],
-            )
-            for topic in range(topics)
-        ],
-    )
+    made_up = {f"made-up-{batch}-{topic}": range(partitions) for topic in range(topics)}
+    return fetch_partitions(made_up, max_wait_ms=0, partition_max_bytes=1)
 
 
 async def _long_poll(consumer: WireClient, stop: trio.Event) -> None:

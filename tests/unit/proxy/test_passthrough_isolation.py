@@ -13,6 +13,7 @@ import trio
 import trio.testing
 
 from proxy.held.fetch_session import FetchSessionCache
+from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import proxy_in_process
 from tests.support.scripted_broker import TOPIC_AUTHORIZATION_FAILED
 from tests.unit.proxy.test_inprocess_order import fetch
@@ -23,7 +24,6 @@ from tests.unit.proxy.test_inprocess_passthrough import (
     only_partition,
 )
 from wire.messages import FetchRequest
-from wire.messages.fetch_request import FetchPartition, FetchTopic
 
 
 def _principals(fetch_log: list[object]) -> list[str | None]:
@@ -99,22 +99,7 @@ async def test_once_the_cluster_denies_a_connection_it_gets_no_answer_from_what_
 
 def _fetch_two(offset: int, max_wait_ms: int) -> FetchRequest:
     """A sessionless fetch of u/0 and u/1 at ``offset``."""
-    return FetchRequest(
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchTopic(
-                topic="u",
-                partitions=[
-                    FetchPartition(partition=index, fetch_offset=offset, partition_max_bytes=1024)
-                    for index in (0, 1)
-                ],
-            )
-        ],
-    )
+    return fetch_partitions({"u": (0, 1)}, offset=offset, max_wait_ms=max_wait_ms)
 
 
 async def test_a_partition_the_cluster_left_out_is_not_filled_in_from_what_others_read(
