@@ -162,12 +162,6 @@ async def serve(
         _admission(config),
         descriptors,
     )
-    if limit is not None:
-        log.info(
-            "%s: %s (%d descriptors each, %d kept for the proxy, %d fewer connections per "
-            "broker)", limit.describe(), client_listeners.admission.describe(), PER_CONNECTION,
-            config.connections.reserved_descriptors, PER_BROKER // PER_CONNECTION,
-        )  # fmt: skip
     routing = Routing(config.proxy.broker_ports, config.proxy.first_broker_port)
     topic_names = TopicNames()
     directory = BrokerDirectory(
@@ -226,6 +220,14 @@ async def serve(
                             )  # fmt: skip
                             http_host, http_port = http.socket.getsockname()[:2]
                             log.info("metrics endpoint on http://%s", Address(http_host, http_port))
+                        if limit is not None:  # (once bound: a failed start says one thing)
+                            log.info(
+                                "%s: %s (%d descriptors each, %d kept for the proxy, %d fewer "
+                                "connections per broker)", limit.describe(),
+                                client_listeners.admission.describe(), PER_CONNECTION,
+                                config.connections.reserved_descriptors,
+                                PER_BROKER // PER_CONNECTION,
+                            )  # fmt: skip
                         log.info("purgatory-proxy listening on %s", address)
                         task_status.started(Running(address, services, readiness))
                 drain_s = config.connections.shutdown_drain_ms / 1000
