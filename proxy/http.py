@@ -41,7 +41,7 @@ _TEXT = "text/plain; charset=utf-8"
 
 
 async def serve_http(
-    listener: trio.SocketListener,
+    listener: trio.abc.Listener[trio.SocketStream],
     registry: CollectorRegistry,
     readiness: Readiness,
     handlers: trio.Nursery,
