@@ -21,6 +21,10 @@
 # listener it came on and the request's fields) to requests.log in its folder, and
 # `requests()` / `request_counts()` read it. It costs the broker a JSON encoding per request,
 # so it is off unless a test asks (never in benchmarks).
+#
+# Kafka's own meters: with `jmx=True` each node serves JMX on a free loopback port (no auth, no
+# TLS, bound to 127.0.0.1), where testbed/kafka_jmx.py reads its request counters; that costs
+# the broker nothing per request, so benchmarks count requests that way.
 """`running_kafka`: an Apache Kafka KRaft cluster of 1 or more nodes for the tests."""
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ class KafkaNode:
     ports: dict[str, int]
     directory: Path
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    #: Where the node serves JMX (``running_kafka(jmx=True)``), else None.
+    jmx_port: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -180,6 +186,7 @@ class KafkaCluster:
         command = [
             "java",
             *_JVM,
+            *_jmx_options(node.jmx_port),
             f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
             "-cp",
             f"{self._libs}/*",
@@ -229,6 +236,21 @@ class KafkaCluster:
 
 
 _REQUEST_MARKER = "Completed request:"
+
+
+def _jmx_options(port: int | None) -> list[str]:
+    """JVM flags for a JMX connector on 127.0.0.1:``port`` (RMI on the same port), or none."""
+    if port is None:
+        return []
+    remote = "-Dcom.sun.management.jmxremote"
+    return [
+        f"{remote}.port={port}",
+        f"{remote}.rmi.port={port}",
+        f"{remote}.host={_HOST}",
+        f"-Djava.rmi.server.hostname={_HOST}",
+        f"{remote}.authenticate=false",
+        f"{remote}.ssl=false",
+    ]
 
 
 def _api_name(upper_snake: str) -> str:
@@ -422,6 +444,7 @@ def running_kafka(
     reauth_ms: int | None = None,
     extra: Mapping[str, str] | None = None,
     request_log: bool = False,
+    jmx: bool = False,
     port: int | None = None,
     directory: Path | None = None,
 ) -> Iterator[KafkaCluster]:
@@ -431,8 +454,10 @@ def running_kafka(
     requested or required on SSL listeners. ``authorizer``: StandardAuthorizer, admin super
     user. ``reauth_ms``: connections.max.reauth.ms (KIP-368). ``extra``: more broker
     properties. ``request_log``: Kafka's request log, for ``requests()`` and
-    ``request_counts()``. ``directory``: where logs and data go (default: a new temporary
-    folder, whose logs stay after the block; their path is in every startup error).
+    ``request_counts()``. ``jmx``: each node serves JMX on a free loopback port
+    (``KafkaNode.jmx_port``; testbed/kafka_jmx.py reads it). ``directory``: where logs and
+    data go (default: a new temporary folder, whose logs stay after the block; their path is
+    in every startup error).
     """
     unknown = set(listeners) - set(CLIENT_LISTENERS)
     assert not unknown, f"unknown listener kinds {unknown}; known: {CLIENT_LISTENERS}"
@@ -441,7 +466,12 @@ def running_kafka(
     pki = make_pki(root / "pki") if {"SSL", "SASL_SSL"} & set(listeners) else None
     names = [*listeners, "INTERNAL", "CONTROLLER"]
     members = tuple(
-        KafkaNode(node_id, {name: free_port() for name in names}, root / f"node-{node_id}")
+        KafkaNode(
+            node_id,
+            {name: free_port() for name in names},
+            root / f"node-{node_id}",
+            jmx_port=free_port() if jmx else None,
+        )
         for node_id in range(1, nodes + 1)
     )
     if port is not None:

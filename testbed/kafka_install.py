@@ -7,6 +7,8 @@ into ``<cache>/kafka-<version>/libs``; the broker is then ``java -cp 'libs/*' ka
 A finished install is marked by a stamp file, so a second call costs nothing and an
 interrupted one is redone.
 
+``resolve_classpath`` does the same for any such POM (bench/peers.py resolves Kroxylicious so).
+
 ``python -m testbed.kafka_install`` installs every pinned line (``make test`` runs it);
 ``--version V`` one of them; ``--print-libs`` prints the classpath folder.
 """
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "ensure_kafka",
     "kafka_clients_jar",
     "main",
+    "resolve_classpath",
 ]
 
 #: The newest 4.x and the last 3.x line, the two that users run.
@@ -58,13 +62,26 @@ def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
     Raises:
         RuntimeError: Maven failed (its output is in the message).
     """
-    home = _install_dir(version)
+    return resolve_classpath(
+        _POM, _install_dir(version), {"kafka.version": version}, f"kafka_2.13-{version}.jar"
+    )
+
+
+def resolve_classpath(
+    pom: Path, home: Path, properties: Mapping[str, str], expected_jar: str
+) -> Path:
+    """``home``/libs: the runtime classpath of ``pom`` (with ``properties`` set) from Maven
+    Central, resolved on the first call; ``expected_jar`` must be among the jars.
+
+    Raises:
+        RuntimeError: Maven is missing or failed (its output is in the message).
+    """
     libs = home / "libs"
     if (home / _STAMP).exists():
         return libs
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise RuntimeError("Maven (mvn) is not on PATH: it resolves Kafka from Maven Central")
+        raise RuntimeError(f"Maven (mvn) is not on PATH: it resolves {pom} from Maven Central")
     home.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
     command = [
@@ -72,18 +89,18 @@ def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
         "-q",
         "-B",
         "-f",
-        str(_POM),
-        f"-Dkafka.version={version}",
+        str(pom),
+        *(f"-D{key}={value}" for key, value in properties.items()),
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging}",
     ]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not any(staging.glob(f"kafka_2.13-{version}.jar")):
+    if done.returncode != 0 or not any(staging.glob(expected_jar)):
         shutil.rmtree(staging, ignore_errors=True)
         raise RuntimeError(
-            f"resolving Kafka {version} from Maven Central failed "
+            f"resolving {expected_jar} from Maven Central ({pom.name}) failed "
             f"(exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
         )
     shutil.rmtree(libs, ignore_errors=True)
