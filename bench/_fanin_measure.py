@@ -24,23 +24,28 @@
 # the probe keeps what consumers report until the offset is known (bench/_fanin_consumer.Probe).
 # A Produce answered with an error (REQUEST_TIMED_OUT) may still have been written; the probe
 # then assumes the next offset and learns the truth from where the consumers move to.
+#
+# What the measurement runs against is a `Target`: where each route's consumers connect, the
+# PIDs whose CPU is read, the forwarder whose RSS and descriptors are read, and who counts the
+# requests the broker is asked (bench/_fanin_stack.Stack: Tansu behind counting relays;
+# bench/_peers_fanin.py: Apache Kafka, counted by its own meters).
 """One fan-in measurement: N idle consumers on one route, counted, timed and weighed."""
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import trio
 
 from bench._fanin_client import KafkaError, ProduceError, Producer, TopicRoute, lookup
 from bench._fanin_consumer import FetchSettings, Fleet, Probe, consume
-from bench._fanin_stack import Stack, cpu_seconds, open_descriptors, rss_bytes, scrape_metrics
+from bench._fanin_stack import cpu_seconds, open_descriptors, rss_bytes
 from wire.errors import WireError
 
-__all__ = ["CONNECT_CONCURRENCY", "Measurement", "Plan", "measure"]
+__all__ = ["CONNECT_CONCURRENCY", "Measurement", "Plan", "Target", "measure"]
 
 #: Consumers connecting (TCP + ApiVersions) at once: a ramp, not a SYN flood.
 CONNECT_CONCURRENCY = 200
@@ -51,6 +56,37 @@ PROBE_GAP_S = 0.3
 _RSS_SAMPLE_S = 1.0
 #: What a broken or refused connection raises here (ProduceError is caught before these).
 _CONNECTION_ERRORS = (OSError, trio.BrokenResourceError, KafkaError, WireError)
+
+
+class Target(Protocol):
+    """The processes one measurement runs against (calls may block: run in a thread)."""
+
+    @property
+    def topic(self) -> str:
+        """The idle topic the consumers poll (partition 0)."""
+        ...
+
+    @property
+    def forwarder_pid(self) -> int | None:
+        """The forwarder whose RSS and descriptors are read (None: nothing forwards)."""
+        ...
+
+    def entry(self, route: str) -> tuple[str, int]:
+        """Where ``route``'s consumers and producer ask for metadata (host, port)."""
+        ...
+
+    def pids(self) -> dict[str, int]:
+        """Name -> PID of every process whose CPU the measurement reads ("broker", "proxy",
+        "consumers", ...)."""
+        ...
+
+    def upstream_counts(self) -> dict[str, int]:
+        """Requests the broker completed so far, by API name ("Fetch", ...)."""
+        ...
+
+    def scrape(self) -> dict[str, float]:
+        """The forwarder's /metrics samples now (empty when it serves none)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -132,13 +168,6 @@ class Measurement:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _pids(stack: Stack) -> dict[str, int]:
-    pids = {"broker": stack.broker.pid or 0, "proxy": stack.proxy.pid, "consumers": os.getpid()}
-    for i, pid in enumerate(stack.relays.pids):
-        pids[f"relay{i}"] = pid
-    return pids
-
-
 def _cpu(pids: dict[str, int]) -> dict[str, float]:
     return {name: cpu_seconds(pid) for name, pid in pids.items()}
 
@@ -161,28 +190,24 @@ def _watched(samples: dict[str, float]) -> dict[str, float]:
     return {k: v for k, v in samples.items() if k.startswith(_WATCHED_METRICS)}
 
 
-async def _entry_route(stack: Stack, plan: Plan) -> TopicRoute:
-    """Where the consumers and the producer of ``plan.route`` connect: the leader, as named."""
-    if plan.route == "proxy":
-        host, port = stack.proxy.host, stack.proxy.port
-    else:
-        host, port = stack.relays.host, stack.relays.port
-    return await lookup(host, port, stack.topic)
+def _rss_bytes(pid: int | None) -> int:
+    return 0 if pid is None else rss_bytes(pid)
 
 
-async def measure(stack: Stack, plan: Plan) -> Measurement:
+async def measure(stack: Target, plan: Plan) -> Measurement:
     """Run ``plan`` against ``stack`` (see the module comment)."""
     result = Measurement(plan.route, plan.n)
     try:
-        route = await _entry_route(stack, plan)
+        # Where the consumers and the producer connect: the partition's leader, as named.
+        route = await lookup(*stack.entry(plan.route), stack.topic)
     except _CONNECTION_ERRORS as exc:
         result.notes.append(f"metadata lookup failed: {exc!r}")
         return result
-    pids = _pids(stack)
-    proxy_pid = stack.proxy.pid
+    pids = stack.pids()
+    proxy_pid = stack.forwarder_pid
     fleet = Fleet(plan.n, trio.CapacityLimiter(CONNECT_CONCURRENCY))
-    result.proxy_rss_idle_bytes = rss_bytes(proxy_pid)
-    result.proxy_descriptors_idle = open_descriptors(proxy_pid)
+    result.proxy_rss_idle_bytes = _rss_bytes(proxy_pid)
+    result.proxy_descriptors_idle = 0 if proxy_pid is None else open_descriptors(proxy_pid)
     started = trio.current_time()
     async with trio.open_nursery() as nursery:
         for index in range(plan.n):
@@ -204,8 +229,8 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         result.up = len(fleet.live)
 
         # -- window ------------------------------------------------------------------------
-        counts_before = await trio.to_thread.run_sync(stack.relays.counts)
-        metrics_before = _watched(await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url))
+        counts_before = await trio.to_thread.run_sync(stack.upstream_counts)
+        metrics_before = _watched(await trio.to_thread.run_sync(stack.scrape))
         cpu_before = _cpu(pids)
         answers_before = fleet.answers
         t0 = trio.current_time()
@@ -213,20 +238,19 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         deadline = t0 + plan.seconds
         scraped_mid = False
         while (now := trio.current_time()) < deadline:
-            rss_samples.append(rss_bytes(proxy_pid))
-            if plan.route == "proxy":
+            rss_samples.append(_rss_bytes(proxy_pid))
+            if plan.route != "direct":
                 # One scrape is one instant: consumers answered together (an expiry tick)
                 # are between fetches for a moment, so the count is sampled all along.
-                sample = await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url)
+                sample = await trio.to_thread.run_sync(stack.scrape)
                 held = sample.get(_HELD_FETCHES)
                 if held is not None:
                     result.held_samples.append(held)
             if not scraped_mid and now - t0 >= plan.seconds / 2:
                 scraped_mid = True
-                result.proxy_descriptors = open_descriptors(proxy_pid)
-                result.metrics = _watched(
-                    await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url)
-                )
+                if proxy_pid is not None:
+                    result.proxy_descriptors = open_descriptors(proxy_pid)
+                result.metrics = _watched(await trio.to_thread.run_sync(stack.scrape))
             # Wake at the next sample, at mid-window (a short window too), or at its end.
             wake = min(trio.current_time() + _RSS_SAMPLE_S, deadline)
             if not scraped_mid:
@@ -235,8 +259,8 @@ async def measure(stack: Stack, plan: Plan) -> Measurement:
         t1 = trio.current_time()
         cpu_after = _cpu(pids)
         answers_after = fleet.answers
-        counts_after = await trio.to_thread.run_sync(stack.relays.counts)
-        metrics_after = _watched(await trio.to_thread.run_sync(scrape_metrics, stack.metrics_url))
+        counts_after = await trio.to_thread.run_sync(stack.upstream_counts)
+        metrics_after = _watched(await trio.to_thread.run_sync(stack.scrape))
         window = result.window_s = t1 - t0
         fetches = counts_after.get("Fetch", 0) - counts_before.get("Fetch", 0)
         others = sum(counts_after.values()) - sum(counts_before.values()) - fetches

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import resource
 import socket
@@ -165,6 +166,29 @@ class Stack:
     relays: Relays
     proxy: ProxyProcess
     metrics_url: str
+
+    # -- bench._fanin_measure.Target: the direct route is the relay, the other the proxy
+
+    @property
+    def forwarder_pid(self) -> int:
+        return self.proxy.pid
+
+    def entry(self, route: str) -> tuple[str, int]:
+        if route == "proxy":
+            return self.proxy.host, self.proxy.port
+        return self.relays.host, self.relays.port
+
+    def pids(self) -> dict[str, int]:
+        pids = {"broker": self.broker.pid or 0, "proxy": self.proxy.pid, "consumers": os.getpid()}
+        for i, pid in enumerate(self.relays.pids):
+            pids[f"relay{i}"] = pid
+        return pids
+
+    def upstream_counts(self) -> dict[str, int]:
+        return self.relays.counts()
+
+    def scrape(self) -> dict[str, float]:
+        return scrape_metrics(self.metrics_url)
 
 
 @contextlib.contextmanager

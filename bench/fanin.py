@@ -60,7 +60,7 @@ from bench._fanin_stack import (
 from proxy.config import ConnectionsSection
 from testbed.report import command_line, machine_line, publish
 
-__all__ = ["FULL", "QUICK", "Config", "Run", "main", "run"]
+__all__ = ["FULL", "QUICK", "QUIET_MARGIN_S", "Config", "Run", "main", "proxy_settings", "run"]
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -76,7 +76,7 @@ _UPSTREAM_IDLE_KEY = "PURGATORY_PROXY_CONNECTIONS__UPSTREAM_IDLE_TIMEOUT_MS"
 #: The proxy's connections.upstream_idle_timeout_ms in the benchmark unless --proxy-env says.
 BENCH_UPSTREAM_IDLE_MS = 2_000
 #: Past the proxy's upstream idle timeout, before the window: its closing is not instant.
-_QUIET_MARGIN_S = 3.0
+QUIET_MARGIN_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -124,19 +124,24 @@ class Run:
         return None
 
 
-def _proxy_env(config: Config, n: int) -> dict[str, str]:
+def proxy_settings(n: int, upstream_idle_ms: int = BENCH_UPSTREAM_IDLE_MS) -> dict[str, str]:
+    """The proxy's settings (PURGATORY_PROXY_*) for ``n`` idle consumers."""
     # Kafka's default session cache (1,000 slots) would leave consumers beyond the first
     # thousand without a session (sessionless full fetches, still held). An operator sizing a
-    # proxy for N consumers sizes the cache too, so the benchmark does; --proxy-env overrides.
-    env = {"PURGATORY_PROXY_FETCH__SESSION_CACHE_SIZE": str(max(1000, n))}
+    # proxy for N consumers sizes the cache too, so the benchmark does.
     # A consumer's warm-up ApiVersions is forwarded on its connection's own upstream
     # connection, which stays open connections.upstream_idle_timeout_ms unused: with the
     # default 30 s, N consumers connecting within 30 s cost the proxy 2N descriptors (and
-    # the relays 2N more), past a 20,000 hard limit at N = 10,000. The benchmark shortens it
-    # (BENCH_UPSTREAM_IDLE_MS); --proxy-env sets any value, the default included.
-    env[_UPSTREAM_IDLE_KEY] = str(BENCH_UPSTREAM_IDLE_MS)
-    env.update(dict(config.proxy_env))
-    return env
+    # the relays 2N more), past a 20,000 hard limit at N = 10,000. The benchmark shortens it.
+    return {
+        "PURGATORY_PROXY_FETCH__SESSION_CACHE_SIZE": str(max(1000, n)),
+        _UPSTREAM_IDLE_KEY: str(upstream_idle_ms),
+    }
+
+
+def _proxy_env(config: Config, n: int) -> dict[str, str]:
+    # --proxy-env overrides any of the benchmark's settings, the default included.
+    return proxy_settings(n) | dict(config.proxy_env)
 
 
 def upstream_idle_s(config: Config) -> float:
@@ -148,7 +153,7 @@ def upstream_idle_s(config: Config) -> float:
 def _quiet_s(config: Config, route: str) -> float:
     """The proxy route's least settle: its warm-up's upstream connections have closed."""
     idle_s = upstream_idle_s(config)
-    return idle_s + _QUIET_MARGIN_S if route == "proxy" and idle_s > 0 else 0.0
+    return idle_s + QUIET_MARGIN_S if route == "proxy" and idle_s > 0 else 0.0
 
 
 def _one_n(run: Run, n: int, log: bool) -> None:
@@ -350,7 +355,7 @@ def run(config: Config, log: bool = True) -> Run:
         f"proxy connections.upstream_idle_timeout_ms = {idle_s * 1000:,.0f} "
         f"(its default: {default_ms:,})"
         + (
-            f"; its route settles {idle_s + _QUIET_MARGIN_S:g} s before the window so the "
+            f"; its route settles {idle_s + QUIET_MARGIN_S:g} s before the window so the "
             f"consumers' warm-up (ApiVersions, forwarded) upstream connections have closed"
             if idle_s > 0
             else " (never closed)"
