@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import psutil
@@ -33,6 +33,7 @@ __all__ = [
     "create_topic",
     "open_loop_latency",
     "produce_throughput",
+    "watched",
 ]
 
 _MAX_LATENCY_US = 60_000_000  # HDR range: 1 µs .. 60 s, 3 significant digits
@@ -335,3 +336,19 @@ class ProcessWatch:
         self._thread.join()
         self.peak_rss_bytes = max(self.peak_rss_bytes, self._process.memory_info().rss)
         return self._cpu_s() - self._cpu_at_start
+
+
+def watched(
+    pid: int | None, action: Callable[[], float]
+) -> tuple[float, float | None, float | None]:
+    """Run ``action`` (it returns its seconds); those seconds, and ``pid``'s CPU seconds and
+    peak RSS in MB (10**6 bytes) meanwhile (None and None when there is no ``pid``)."""
+    if pid is None:
+        return action(), None, None
+    watch = ProcessWatch(pid)
+    watch.start()
+    try:
+        elapsed_s = action()
+    finally:
+        cpu_s = watch.stop()
+    return elapsed_s, cpu_s, watch.peak_rss_bytes / 1e6

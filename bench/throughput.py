@@ -47,11 +47,11 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 from bench._throughput_load import (
-    ProcessWatch,
     consume_throughput,
     create_topic,
     open_loop_latency,
     produce_throughput,
+    watched,
 )
 from bench._throughput_routes import BASELINE_PREFIX, ROUTES, running_route
 from testbed.report import BENCHMARKS_MD, machine_line, write_section
@@ -122,19 +122,6 @@ class Results:
     end_to_end: dict[tuple[str, float], HdrHistogram] = field(default_factory=dict)
 
 
-def _watched(pid: int | None, action: Callable[[], float]) -> tuple[float, float, float]:
-    """Run ``action``; return its seconds, the CPU seconds and peak RSS (MB) of ``pid``."""
-    if pid is None:
-        return action(), 0.0, 0.0
-    watch = ProcessWatch(pid)
-    watch.start()
-    try:
-        elapsed_s = action()
-    finally:
-        cpu_s = watch.stop()
-    return elapsed_s, cpu_s, watch.peak_rss_bytes / MB
-
-
 def _throughput_cell(
     route_name: str, round_no: int, record_bytes: int, count: int, per_request: bool = False
 ) -> list[dict[str, Any]]:
@@ -154,7 +141,7 @@ def _throughput_cell(
                 )
             ]
         for kind, action in actions:
-            elapsed_s, cpu_s, rss_mb = _watched(route.forwarder_pid, action)
+            elapsed_s, cpu_s, rss_mb = watched(route.forwarder_pid, action)
             payload = record_bytes * count
             rows.append(
                 {
@@ -167,13 +154,9 @@ def _throughput_cell(
                     "records_per_s": count / elapsed_s,
                     "mb_per_s": payload / elapsed_s / MB,
                     "forwarder_cpu_s": cpu_s,
-                    "forwarder_cpu_s_per_gib": cpu_s / (payload / GIB)
-                    if route.forwarder_pid
-                    else None,
-                    "forwarder_cpu_us_per_record": 1e6 * cpu_s / count
-                    if route.forwarder_pid
-                    else None,
-                    "forwarder_peak_rss_mb": rss_mb if route.forwarder_pid else None,
+                    "forwarder_cpu_s_per_gib": None if cpu_s is None else cpu_s / (payload / GIB),
+                    "forwarder_cpu_us_per_record": None if cpu_s is None else 1e6 * cpu_s / count,
+                    "forwarder_peak_rss_mb": rss_mb,
                 }
             )
     return rows
