@@ -138,6 +138,7 @@ def fanin_row(
         else None,
         "rss_idle_mb": m.proxy_rss_idle_bytes / MB if forwarder else None,
         "rss_held_mb": m.proxy_rss_held_bytes / MB if forwarder else None,
+        "rss_per_consumer_kib": m.proxy_rss_per_held_bytes / 1024 if forwarder else None,
         "held_median": held[len(held) // 2] if held else None,
         "fetch_versions": sorted(m.fetch_versions),
         "sessions": m.sessions,

@@ -82,11 +82,11 @@ def _go_install(gobin: Path) -> str | None:
         return f"`go install {target}` took over {_GO_INSTALL_TIMEOUT_S} s"
     if done.returncode == 0:
         return None
-    # go names the module at every level ("go: M@V: M@V: reading URL: 403 ..."): keep what
-    # comes after the last name, and the server's words on the next line.
+    # go names the module at every level and the URL it read ("go: M@V: M@V: reading URL:
+    # 403 Forbidden", then "server response: ..."): keep the status and the server's words.
     lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
-    said = " ".join(line.rpartition(f"{target}: ")[2] for line in lines[-2:])
-    return f"`go install {target}` failed ({said})"
+    said = " ".join(line.rpartition(": ")[2] if "reading " in line else line for line in lines[-2:])
+    return f"`go install {target}` failed: {said}"
 
 
 def find_kafka_proxy(given: str | None = None) -> KafkaProxyBinary:
@@ -103,11 +103,11 @@ def find_kafka_proxy(given: str | None = None) -> KafkaProxyBinary:
     )
     if not explicit:
         return KafkaProxyBinary(
-            None, f"{failure}; and no binary given (--kafka-proxy-bin PATH or ${BINARY_ENV})"
+            None, f"{failure}; no binary given (--kafka-proxy-bin PATH or ${BINARY_ENV})"
         )
     path = Path(explicit).expanduser().resolve()
     if not os.access(path, os.X_OK):
-        return KafkaProxyBinary(None, f"{failure}; and {origin} {path} is not an executable")
+        return KafkaProxyBinary(None, f"{failure}; {origin} {path} is not an executable")
     return KafkaProxyBinary(path, f"{origin} {path}", _version(path))
 
 

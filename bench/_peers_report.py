@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench._peers_config import Config
+from bench._peers_goals import goals_table
 from bench._peers_load import Row
 from bench._peers_plot import plot_all
 from bench._peers_routes import FORWARDERS, ROUTES
@@ -253,6 +254,7 @@ _TABLES: dict[str, tuple[str, Callable[[Config, Sequence[Row]], list[str]]]] = {
     "memory": ("Memory", memory_table),
     "fanin": ("Idle fan-in", fanin_table),
     "tls": ("TLS on both sides against plaintext", tls_table),
+    "goals": ("Goals of issue 26 against this run", goals_table),
 }
 
 
@@ -262,8 +264,10 @@ def tables(config: Config, rows: Sequence[Row]) -> list[tuple[str, list[str]]]:
     out = []
     for name, (title, table) in _TABLES.items():
         family = "throughput" if name == "cost" else name
-        if family in measured:
-            out.append((title, table(config, rows)))
+        # The goals span families: shown when any goal was measured.
+        lines = table(config, rows) if name == "goals" or family in measured else []
+        if lines:
+            out.append((title, lines))
     return out
 
 
@@ -278,10 +282,10 @@ def _setup(config: Config) -> str:
     ns = ", ".join(f"{n:,}" for n in config.fanin_ns)
     waits = ", ".join(f"{w:,}" for w in config.fanin_waits_ms)
     return (
-        f"Setup: {config.rounds} rounds of each family (fan-in: {config.fanin_rounds}); within a "
-        "round the routes run back to back, the first route turning by one each round; values "
-        "are medians over rounds and a forwarder's `(0.93x)` is the median of its per-round "
-        "ratio to direct. Throughput: librdkafka (confluent-kafka) produces N records "
+        f"Setup: rounds: {config.rounds} of each family, {config.fanin_rounds} of the fan-in; "
+        "within a round the routes run back to back, the first route turning by one each "
+        "round; values are medians over rounds and a forwarder's `(0.93x)` is the median of its "
+        "per-round ratio to direct. Throughput: librdkafka (confluent-kafka) produces N records "
         f"(acks=all, linger 5 ms; {sizes}) to a fresh one-partition topic, then reads them "
         f"back from offset 0; {config.per_request[1]:,} records of "
         f"{_size(config.per_request[0])} one per Produce request price the request path. Each "
