@@ -52,6 +52,7 @@ bench: $(FULL_STAMP)
 	$(BIN)/python -m bench._throughput_tls
 	$(BIN)/python -m bench.relay_floor
 	$(BIN)/python -m bench.idle_cycle
+	$(BIN)/python -m bench.peers
 	$(BIN)/python -m bench.pipeline
 
 fuzz: $(FULL_STAMP)
