@@ -91,13 +91,21 @@ def run(config: Config, available: Availability, routes: Sequence[str] = ROUTES)
         with _one_node(config) as cluster:
             for family in config.families:
                 if family in one_node:
-                    families.log(f"peers: {family} ...")
-                    one_node[family](cluster)
+                    with _timed(result, family, families.log):
+                        one_node[family](cluster)
     if "latency" in config.families:
-        families.log("peers: latency ...")
-        with running_kafka(3) as cluster:
+        with _timed(result, "latency", families.log), running_kafka(3) as cluster:
             families.latency(cluster)
     return result
+
+
+@contextlib.contextmanager
+def _timed(result: Run, family: str, log: Callable[[str], None]) -> Iterator[None]:
+    """Log the family's start; note how long it took (a guide for planning full runs)."""
+    log(f"peers: {family} ...")
+    started = time.monotonic()
+    yield
+    result.notes.append(f"{family}: {(time.monotonic() - started) / 60:.1f} min")
 
 
 def _first_line(command: Sequence[str]) -> str:
