@@ -21,13 +21,14 @@
 # not started; its rows say "not measured: <why>". A cell that fails is a row with its error.
 """Side by side with Kroxylicious and kafka-proxy, in front of Apache Kafka (issue 26).
 
-Run ``python -m bench.peers`` (every family at full size, rounds interleaved; over an hour on
-two quiet cores) or ``--smoke`` (every family and route on tiny sizes, a few minutes: checks the
-harness only). ``--families throughput,latency,...`` and ``--rounds N`` narrow a run;
-``--kafka-proxy-bin PATH`` (or $KAFKA_PROXY_BIN) supplies kafka-proxy when ``go install`` of
-it fails. ``--json FILE`` saves the run, ``--render FILE`` reports a saved run without
-measuring. Results go to the "peers" section of docs/benchmarks.md and docs/img/peers-*.png
-(``--out DIR``: under DIR instead; ``--no-write``: print only).
+Run ``python -m bench.peers`` (every family at full size, rounds interleaved; about an hour on
+two quiet cores, most of it the fan-in) or ``--smoke`` (every family and route on tiny sizes,
+one to two minutes: checks the harness only). ``--families throughput,latency,...``,
+``--routes`` and ``--rounds N`` narrow a run; ``--kafka-proxy-bin PATH`` (or $KAFKA_PROXY_BIN)
+supplies kafka-proxy when ``go install`` of it fails. ``--json FILE`` saves the run,
+``--render FILE`` reports a saved run without measuring. Results go to the "peers" section of
+docs/benchmarks.md and docs/img/peers-*.png (``--out DIR``: under DIR instead;
+``--no-write``: print only).
 """
 
 from __future__ import annotations
