@@ -3,13 +3,21 @@
 # (section and key joined by "__") and CLI flags. Every model forbids unknown keys, so a typo is
 # an error that names the key instead of a silently ignored setting. config.example.toml
 # mirrors these defaults and a test keeps the two in step.
+#
+# Errors name the key, where its value came from and what was expected, never the value
+# itself: any setting may hold a secret (a password, or a whole section as JSON in one
+# variable), and error text ends up in terminals, CI logs and crash reports. Our validators
+# say what they expected; _describe hides any given text that a message still repeats; and
+# tests/unit/proxy/test_config_no_echo.py tries every key with bad values to keep it so.
 """The proxy's configuration: defaults, TOML file, environment and CLI overrides."""
 
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_origin
 
@@ -55,11 +63,19 @@ def parse_host_port(value: str) -> tuple[str, int]:
     """Split ``HOST:PORT`` (``[v6]:PORT`` for IPv6) and check the port's range."""
     host, sep, port_text = value.rpartition(":")
     if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {value!r}")
+        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:9092 or [::1]:9092")
     port = int(port_text)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is out of range 0-65535")
     return host.strip("[]"), port
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is a wildcard bind address (0.0.0.0, ::), which no client can dial."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def _host_port(value: str) -> str:
@@ -84,15 +100,38 @@ OptionalHostPort = Annotated[str, AfterValidator(_optional_host_port)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 _BYTE_SIZE = TypeAdapter(ByteSize)
+#: A whole size: a number, then at most a unit (pydantic's own pattern stops at the unit and
+#: ignores what follows, so "256MB!" was 256 MB).
+_SIZE_TEXT = re.compile(r"\s*(\d*\.?\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+_SIZE_EXPECTED = "expected a size in bytes such as 1048576, 64MiB or 100MB"
+
+
+def _byte_size(value: object) -> int:
+    """A size in bytes from an int or a text like ``64MiB``; the whole text must be a size."""
+    if isinstance(value, str):
+        match = _SIZE_TEXT.fullmatch(value)
+        if match is None:
+            raise ValueError(_SIZE_EXPECTED)
+        if match[2] and match[2].lower() not in ByteSize.byte_sizes:
+            units = "B, KB, MB, GB, KiB, MiB, GiB, ..."
+            raise ValueError(f"{_SIZE_EXPECTED}: the unit is not one of {units}")
+        value = match[1] + match[2]
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(_SIZE_EXPECTED)
+    size = int(_BYTE_SIZE.validate_python(value))
+    if size < 0:
+        raise ValueError(f"{_SIZE_EXPECTED}, not a negative one")
+    return size
 
 
 def _pool_limit(value: object) -> int:
     # Kafka's -1 ("disabled") arrives as an int from TOML but as a string from the environment.
     if value in (-1, "-1"):
         return -1
-    return int(_BYTE_SIZE.validate_python(value))
+    return _byte_size(value)
 
 
+Bytes = Annotated[ByteSize, BeforeValidator(_byte_size)]
 PoolLimit = Annotated[int, BeforeValidator(_pool_limit)]
 
 
@@ -115,6 +154,27 @@ class ProxySection(_Section):
     """How clients authenticate; "none" = the proxy's own identity upstream (docs/security.md)."""
     tls: ClientTlsSection = Field(default_factory=ClientTlsSection)
 
+    @model_validator(mode="after")
+    def _advertised_host_dialable(self) -> ProxySection:
+        # Kafka refuses the same: "advertised.listeners cannot use the nonroutable
+        # meta-address 0.0.0.0", also when it would be copied from listeners.
+        if is_wildcard(self.advertised_host):
+            raise ValueError(
+                "proxy.advertised_host is a wildcard address, which no client can connect to: "
+                "set --advertised-host (proxy.advertised_host) to the name or address clients "
+                "reach this proxy at"
+            )
+        listen_host = parse_host_port(self.listen)[0]
+        if not self.advertised_host and is_wildcard(listen_host):
+            raise ValueError(
+                f"proxy.listen binds the wildcard address {listen_host}, and without "
+                "--advertised-host (proxy.advertised_host) clients would be told to connect to "
+                f"{listen_host}: set --advertised-host to the name or address clients reach "
+                "this proxy at (Kafka refuses the same: advertised.listeners cannot use the "
+                "nonroutable meta-address 0.0.0.0)"
+            )
+        return self
+
 
 class UpstreamSection(_Section):
     """The real Kafka cluster behind the proxy."""
@@ -134,7 +194,7 @@ class MemorySection(_Section):
 
     limit: PoolLimit = 256 * 1024 * 1024
     """Pool size in bytes (64MiB etc. accepted); -1 disables (Kafka: queued.max.request.bytes)."""
-    socket_request_max_bytes: ByteSize = ByteSize(100 * 1024 * 1024)
+    socket_request_max_bytes: Bytes = ByteSize(100 * 1024 * 1024)
     """Largest request frame accepted from a client (Kafka: socket.request.max.bytes)."""
     tight_fraction: float = Field(default=0.10, gt=0.0, lt=1.0)
     """Below this share of the pool, waiting connections are served in random order."""
@@ -142,15 +202,31 @@ class MemorySection(_Section):
     @model_validator(mode="after")
     def _limit_holds_one_request(self) -> MemorySection:
         # KIP-72 "Configuration Validation": the pool must fit the largest single request.
-        if self.limit != -1 and self.limit < self.socket_request_max_bytes:
-            raise ValueError(
-                f"memory.limit ({_bytes(self.limit)}) is below memory.socket_request_max_bytes "
-                f"({_bytes(self.socket_request_max_bytes)}), the largest request the pool must "
-                "hold (Kafka's rule: queued.max.request.bytes >= socket.request.max.bytes): "
-                "raise the limit, or lower the largest request with --max-request-size "
-                f"(memory.socket_request_max_bytes), e.g. --max-request-size {_bytes(self.limit)}"
+        if self.limit == -1 or self.limit >= self.socket_request_max_bytes:
+            return self
+        limit, largest = _bytes(self.limit), _bytes(self.socket_request_max_bytes)
+        problem = (
+            f"memory.limit ({limit}) is below memory.socket_request_max_bytes ({largest}), the "
+            "largest request the pool must hold (Kafka's rule: queued.max.request.bytes >= "
+            "socket.request.max.bytes): "
+        )
+        if self.limit >= CLIENT_MAX_REQUEST_BYTES:
+            advice = (
+                f"raise the limit (e.g. --memory-limit {largest}) or lower the largest request "
+                f"(e.g. --max-request-size {limit}: memory.socket_request_max_bytes)"
             )
-        return self
+        else:  # the largest request must not go below what real clients send
+            advice = (
+                f"raise the limit, e.g. --memory-limit {largest} (a largest request below "
+                f"{_bytes(CLIENT_MAX_REQUEST_BYTES)}, Kafka producers' default "
+                "max.request.size, would refuse their ordinary requests)"
+            )
+        raise ValueError(problem + advice)
+
+
+#: The largest request Kafka clients send by default (the producer's max.request.size, 1 MiB):
+#: a pool or frame limit below it refuses ordinary produce requests.
+CLIENT_MAX_REQUEST_BYTES = 1 << 20
 
 
 def _bytes(count: int) -> str:
@@ -235,7 +311,7 @@ class FetchSection(_Section):
     the proxy at most this late, and "nothing new" known without asking is at most this old."""
     session_cache_size: int = Field(default=1000, ge=0)
     """Fetch sessions kept per broker (Kafka: max.incremental.fetch.session.cache.slots)."""
-    response_max_bytes: ByteSize = ByteSize(4 * 1024 * 1024)
+    response_max_bytes: Bytes = ByteSize(4 * 1024 * 1024)
     """Most response bytes one upstream fetch may ask for, reserved from the pool first."""
 
 
@@ -252,7 +328,7 @@ class LogSection(_Section):
     """text: one readable line per event; json: one JSON object per line (for log shippers)."""
     requests: str = ""
     """Request log file (JSON lines, one per client request); empty = no request log."""
-    requests_max_bytes: ByteSize = ByteSize(100 * 1024 * 1024)
+    requests_max_bytes: Bytes = ByteSize(100 * 1024 * 1024)
     """Rotate the request log when it would grow past this; 0 = never rotate."""
     requests_backups: int = Field(default=5, ge=0)
     """Rotated request logs kept (requests.jsonl.1 .. .N)."""
@@ -308,9 +384,7 @@ class _EnvSource(EnvSettingsSource):
             if isinstance(value, str) and get_origin(field.annotation) is list:
                 return [item.strip() for item in value.split(",") if item.strip()]
             variable = _env_variable_of_key(field_name) or f"the variable for {field_name}"
-            raise ConfigError(
-                f"invalid configuration: {variable}: expected JSON, got {value!r}"
-            ) from None
+            raise ConfigError(f"invalid configuration: {variable}: expected JSON") from None
 
 
 def _env_variable(*path: str) -> str | None:
@@ -352,25 +426,65 @@ def _problem(loc: tuple[str | int, ...], message: str, error_type: str) -> str:
 
 def _source(
     loc: tuple[str | int, ...],
+    message: str,
     overrides: Mapping[str, Any],
     flag_names: Mapping[str, str],
     path: Path | None,
 ) -> str:
     """Where the offending value came from, in the precedence order the loader applies."""
     parts = [str(part) for part in loc]
-    if len(parts) == 1 and parts[0] in _SECTION_RULE_KEY:  # blame the key the rule is about
-        parts.append(_SECTION_RULE_KEY[parts[0]])
+    if len(parts) == 1 and message.startswith(f"{parts[0]}."):
+        # A section's own rule opens with the key it is about ("memory.limit (1KiB) is ..."):
+        # that key is the one the user set to break it.
+        parts.append(message.removeprefix(f"{parts[0]}.").split(" ", 1)[0])
     dotted = ".".join(parts[:2])
     if len(parts) >= 2 and parts[1] in overrides.get(parts[0], {}):
         return f" (from {flag_names.get(dotted, 'the command line')})"
-    variable = _env_variable(*parts[:2]) if parts else None
-    if variable is not None:
-        return f" (from environment variable {variable})"
+    for depth in range(len(parts), 0, -1):  # upstream.sasl.password, then upstream.sasl ...
+        variable = _env_variable(*parts[:depth])
+        if variable is not None:
+            return f" (from environment variable {variable})"
     return f" (in {path})" if path is not None else ""
 
 
-#: Sections whose cross-key rule is reported against one key: the one users set to break it.
-_SECTION_RULE_KEY = {"memory": "limit", "connections": "max_connections_per_ip"}
+def _given_texts(value: object) -> Iterator[str]:
+    """Every text given for one key (a list holds several). Not a section's: its own rules
+    quote the values they parsed (``memory.limit (1KiB)``), which are numbers, not secrets."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _given_texts(item)
+
+
+def _without_given(message: str, given: object) -> str:
+    """``message`` with any text given for the key replaced: the net under the rule that
+    validators say what they expected, never what they got (see the Strategy comment)."""
+    for text in sorted(_given_texts(given), key=len, reverse=True):
+        if text.strip() and text in message:
+            message = message.replace(text, "(the value given)")
+    return message
+
+
+def _key_of(
+    loc: tuple[str | int, ...], bad_keys: set[tuple[str | int, ...]]
+) -> tuple[str | int, ...]:
+    """``loc`` without the keys given inside a value that failed their own check (``bad_keys``;
+    pydantic marks them ``proxy.broker_ports.<text>.[key]``): such a text is the user's data,
+    as a value is. A key that passed (a node id) stays, as do sections' keys and indexes."""
+    model: type[BaseModel] | None = Config
+    kept: list[str | int] = []
+    for index, part in enumerate(loc):
+        if model is None:  # inside a dict or list value
+            if part != "[key]" and loc[: index + 1] not in bad_keys:
+                kept.append(part)
+            continue
+        kept.append(part)
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        is_model = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        model = annotation if is_model else None  # type: ignore[assignment]
+    return tuple(kept)
 
 
 def _describe(
@@ -379,11 +493,17 @@ def _describe(
     flag_names: Mapping[str, str],
     path: Path | None,
 ) -> str:
-    problems = []
+    problems: list[str] = []
+    bad_keys = {
+        tuple(item["loc"][:-1]) for item in error.errors() if item["loc"][-1:] == ("[key]",)
+    }
     for item in error.errors():
-        message = item["msg"].removeprefix("Value error, ")
-        problem = _problem(tuple(item["loc"]), message, item["type"])
-        problems.append(problem + _source(tuple(item["loc"]), overrides, flag_names, path))
+        loc = _key_of(tuple(item["loc"]), bad_keys)
+        message = _without_given(item["msg"].removeprefix("Value error, "), item.get("input"))
+        problem = _problem(loc, message, item["type"])
+        problem += _source(loc, message, overrides, flag_names, path)
+        if problem not in problems:  # a dict's key and its value may fail alike
+            problems.append(problem)
     return "invalid configuration: " + "; ".join(problems)
 
 

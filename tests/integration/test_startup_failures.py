@@ -98,7 +98,7 @@ def test_a_bad_list_from_the_environment_names_the_variable() -> None:
     code, stderr = _run("run", "--listen", "127.0.0.1:0", env=env)
     assert code == 2
     line = _one_line(stderr)
-    assert "upstream.bootstrap.0: expected HOST:PORT, got 'kafka'" in line
+    assert "upstream.bootstrap.0: expected HOST:PORT" in line and "kafka" not in line
     assert "(from environment variable PURGATORY_PROXY_UPSTREAM__BOOTSTRAP)" in line
 
 
