@@ -4,7 +4,9 @@
 #
 # Exit codes: 0 after an orderly stop (SIGTERM/SIGINT); 1 when the embedded broker exited by
 # itself; 2 when the proxy cannot start as configured. A start-up failure is one line on
-# stderr naming what to change (ConfigError, StartupError), never a traceback.
+# stderr naming what to change (ConfigError, StartupError), never a traceback; with
+# --log-format json (or [log] format = "json", once the configuration has loaded) that line is
+# a JSON object like every other line, so a log shipper sees why the proxy did not start.
 """The ``purgatory-proxy`` command line: ``run``, ``dev-broker`` and ``report``."""
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import signal
 import sys
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
@@ -149,34 +151,39 @@ async def _dev_broker(port: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    configure_logging("INFO", getattr(args, "log_format", None) or "text")
+    log_format: Literal["text", "json"] = getattr(args, "log_format", None) or "text"
+    configure_logging("INFO", log_format)
     if args.command == "report":
         return pipeline_command.run(args)
     failures: list[BaseException] = []
     try:
-        return _start(args)
+        if args.command == "dev-broker":
+            tansu_binary()  # fail here, in one line, if the broker is not installed
+            return trio.run(_dev_broker, args.port)
+        config = _load(args)
+        log_format = config.log.format
+        configure_logging(config.log.level, log_format)
+        if not config.upstream.bootstrap:
+            tansu_binary()
+        return trio.run(_run, config)
     except* (ConfigError, StartupError) as group:
         failures = _leaves(group)
     for error in failures:
-        print(f"purgatory-proxy: {error}", file=sys.stderr)
+        if log_format == "json":  # the configured handler writes it as one JSON object
+            log.error("cannot start: %s", error, extra={"reason": str(error), "exit_code": 2})
+        else:
+            print(f"purgatory-proxy: {error}", file=sys.stderr)
     return 2
 
 
-def _start(args: argparse.Namespace) -> int:
-    """Run ``run`` or ``dev-broker`` to the end; returns the exit code.
+def _load(args: argparse.Namespace) -> Config:
+    """The configuration of ``run``: file, environment and flags.
 
     Raises:
-        ConfigError, StartupError: the proxy cannot start (trio may wrap them in a group).
+        ConfigError: a setting is unknown or invalid (one line naming each).
     """
-    if args.command == "dev-broker":
-        tansu_binary()  # fail here, in one line, if the broker is not installed
-        return trio.run(_dev_broker, args.port)
     flag_names = {f"{section}.{key}": flag for (section, key), flag in _FLAGS.items()}
-    config = load_config(args.config, _overrides(args), flag_names)
-    configure_logging(config.log.level, config.log.format)
-    if not config.upstream.bootstrap:
-        tansu_binary()
-    return trio.run(_run, config)
+    return load_config(args.config, _overrides(args), flag_names)
 
 
 def _leaves(group: BaseExceptionGroup[Exception]) -> list[BaseException]:

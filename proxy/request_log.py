@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -96,6 +97,25 @@ class RequestLog:
         self._file: IO[str] | None = None
         self._file_bytes = 0
         self._failing = False
+
+    def check_writable(self) -> None:
+        """Open the file for appending once, now (creating it if it is missing).
+
+        Why: the writer opens it only when the first line comes, and then drops every line with
+        a warning; a path that cannot work should stop the start-up instead.
+
+        Raises:
+            OSError: the directory is missing or read-only, or the file is not writable.
+        """
+        if self.path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(self.path))
+        if self.path.exists() and not self.path.is_file():
+            # A FIFO or a device: opening a FIFO for writing would wait for a reader.
+            if not os.access(self.path, os.W_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self.path))
+            return
+        with open(self.path, "a", encoding="utf-8"):
+            pass
 
     @property
     def queued_lines(self) -> int:

@@ -255,11 +255,25 @@ def _admission(config: Config) -> ConnectionAdmission:
 
 
 def _request_log(config: Config) -> RequestLog | None:
+    """The request log, its file checked now: a path that cannot be written stops the start.
+
+    Raises:
+        StartupError: the file cannot be opened for appending (names the key and the reason).
+    """
     if not config.log.requests:
         return None
-    return RequestLog(
+    request_log = RequestLog(
         Path(config.log.requests),
         max_bytes=int(config.log.requests_max_bytes),
         backups=config.log.requests_backups,
         queue_lines=config.log.requests_queue_lines,
     )
+    try:
+        request_log.check_writable()
+    except OSError as error:
+        reason = (error.strerror or str(error)).lower()
+        raise StartupError(
+            f"log.requests (--request-log) {request_log.path}: cannot write the request log: "
+            f"{reason}"
+        ) from None
+    return request_log
