@@ -13,6 +13,7 @@
 #     └── ConnectionClosed (abstract)  why one client connection ended; ``kind`` is the label
 #         ├── ClientProtocolError      the client sent what Kafka would refuse (protocol_error)
 #         ├── ClientClosed             the client went away inside a frame (client_closed)
+#         │   └── ClientLeft           ... or with answers owed: a normal exit (client_closed)
 #         ├── IdleTimeout              no request for connections.idle_timeout_ms
 #         ├── FrameTimeout             a frame not complete in connections.frame_timeout_ms
 #         ├── UpstreamFailed           no upstream, or it broke, closed or answered out of order
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 __all__ = [
     "ClientClosed",
+    "ClientLeft",
     "ClientProtocolError",
     "ConnectionBroken",
     "ConnectionClosed",
@@ -132,6 +134,12 @@ class ClientClosed(ConnectionClosed):
     """The client closed its side inside a frame."""
 
     kind = "client_closed"
+
+
+class ClientLeft(ClientClosed):
+    """The client closed or reset its connection while the proxy still had answers for it:
+    how clients end normally (a consumer closing with a fetch held, a producer exiting with
+    requests in flight). Logged at DEBUG, like a close between requests."""
 
 
 class IdleTimeout(ConnectionClosed):

@@ -46,6 +46,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import time
@@ -76,6 +77,7 @@ from proxy.error_peek import peek_error_code
 from proxy.errors import (
     AuthenticationFailed,
     ClientClosed,
+    ClientLeft,
     ClientProtocolError,
     ConnectionBroken,
     ConnectionClosed,
@@ -228,7 +230,9 @@ class ClientConnection:
                 kind = "shutdown"
         self._services.metrics.connections_closed.labels(kind).inc()
         message = str(reason) if reason is not None else ""
-        if message:
+        if isinstance(reason, ClientLeft):
+            log.debug("client connection %s ended: %s", self, message)
+        elif message:
             # A client that goes away (even mid-frame, or leaving a broken pipe) is the
             # client's business, not a fault: INFO; anything the proxy ended it for: WARNING.
             log.log(
@@ -256,9 +260,7 @@ class ClientConnection:
         except WireError as error:
             self._conn.note_closed(ClientProtocolError(f"protocol error: {error}"))
         except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
-            self._conn.note_closed(
-                ConnectionBroken(f"connection broke: {str(error) or type(error).__name__}")
-            )
+            self._conn.note_closed(_broken(error))
         nursery.cancel_scope.cancel()
 
     # -- requests --------------------------------------------------------------------------
@@ -607,6 +609,26 @@ class ClientConnection:
                 trio.current_time(),
             )
         )
+
+
+#: What the OS says when the peer has gone: EPIPE (written to after the client closed and its
+#: host answered with a reset), ECONNRESET (the client reset the connection).
+_PEER_GONE = {
+    errno.EPIPE: "the client closed the connection before its answers were all sent",
+    errno.ECONNRESET: "the client reset the connection",
+}
+
+
+def _broken(error: trio.BrokenResourceError | trio.ClosedResourceError) -> ConnectionClosed:
+    """Why a stream failed under the connection. The upstream side raises UpstreamFailed, so
+    a broken stream here is the client's; a client that is simply gone is no fault."""
+    cause: BaseException | None = error
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__  # trio's error, under TLS another, then the OSError
+    gone = _PEER_GONE.get(cause.errno or 0) if isinstance(cause, OSError) else None
+    if gone is not None:
+        return ClientLeft(gone)
+    return ConnectionBroken(f"connection broke: {str(error) or type(error).__name__}")
 
 
 def peer_name(stream: trio.abc.Stream) -> str:
