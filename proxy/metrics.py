@@ -169,6 +169,13 @@ class Metrics:
             ["listener", "reason"],
             registry=r,
         )
+        self.tls_reloads = Counter(
+            f"{PREFIX}_tls_reloads",
+            "TLS file reloads on SIGHUP (proxy/reload.py), by side (listeners, upstream) and "
+            "result: ok, or failed (the previous files stay in use; one log line says why).",
+            ["side", "result"],
+            registry=r,
+        )
         self._state = _StateCollector(pool)
         r.register(self._state)
         self._apis: dict[str, _ApiSeries] = {}

@@ -51,7 +51,7 @@ from proxy.sasl_client import (
     reauthentication_delay_ms,
 )
 from proxy.security_config import UpstreamSaslSection
-from proxy.tls import handshake_reason, upstream_context
+from proxy.tls import UpstreamTls, handshake_reason
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
 from wire.errors import WireError
@@ -78,24 +78,29 @@ _HEAD_BYTES = 8  # size + correlation id
 class UpstreamSecurity:
     """What every upstream connection needs, built once from [upstream.tls] and [upstream.sasl].
 
-    Raises (constructor):
-        OSError, ssl.SSLError: a TLS file is missing or not PEM.
+    ``tls`` is shared, not copied (``without_sasl`` included): a SIGHUP reload of its files
+    reaches every dialer at its next connection.
     """
 
     def __init__(
         self,
-        tls_context: ssl.SSLContext | None,
+        tls: UpstreamTls | None,
         sasl: UpstreamSaslSection | None,
         rng: random.Random | None = None,
     ) -> None:
-        self.tls_context = tls_context
+        self.tls = tls
         self.sasl = sasl if sasl is not None and sasl.mechanism else None
         self.rng = rng or random.Random()
         self._token: tuple[int, str] | None = None  # (mtime_ns, token)
 
+    @property
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The context for the next TLS handshake (the newest files that loaded)."""
+        return None if self.tls is None else self.tls.context
+
     def without_sasl(self) -> UpstreamSecurity:
         """The same TLS, no SASL: for connections that carry a client's own authentication."""
-        return UpstreamSecurity(self.tls_context, None, self.rng)
+        return UpstreamSecurity(self.tls, None, self.rng)
 
     @classmethod
     def from_config(cls, upstream: UpstreamSection) -> UpstreamSecurity:
@@ -105,10 +110,10 @@ class UpstreamSecurity:
             StartupError: a TLS file is missing or unreadable (one line naming the file).
         """
         try:
-            context = upstream_context(upstream.tls) if upstream.tls.enabled else None
+            tls = UpstreamTls(upstream.tls) if upstream.tls.enabled else None
         except (OSError, ssl.SSLError) as error:
             raise StartupError(f"[upstream.tls]: cannot load certificates: {error}") from None
-        return cls(context, upstream.sasl)
+        return cls(tls, upstream.sasl)
 
     def __repr__(self) -> str:
         mechanism = self.sasl.mechanism if self.sasl else "no SASL"
@@ -184,8 +189,9 @@ async def open_upstream(
             except OSError as error:
                 raise UpstreamUnavailable(connect_failure(address, error)) from error
             stream = tcp
-            if security.tls_context is not None:
-                tls = trio.SSLStream(tcp, security.tls_context, server_hostname=address.host)
+            context = security.tls_context
+            if context is not None:
+                tls = trio.SSLStream(tcp, context, server_hostname=address.host)
                 stream = tls
                 try:
                     await tls.do_handshake()

@@ -44,6 +44,9 @@ class ClientTlsSection(_Section):
     """PEM private key of cert_file."""
     client_ca_file: str = ""
     """Non-empty: clients must present a certificate signed by this CA (mutual TLS)."""
+    crl_file: str = ""
+    """PEM certificate revocation list(s) of client_ca_file's CA: a client certificate listed
+    there is refused. While set, a CRL of the client's CA must be in it and not expired."""
 
     @property
     def enabled(self) -> bool:
@@ -55,6 +58,8 @@ class ClientTlsSection(_Section):
             raise ValueError("cert_file and key_file are set together or not at all")
         if self.client_ca_file and not self.cert_file:
             raise ValueError("client_ca_file needs cert_file and key_file (TLS listeners)")
+        if self.crl_file and not self.client_ca_file:
+            raise ValueError("crl_file needs client_ca_file (it revokes client certificates)")
         return self
 
 

@@ -10,8 +10,11 @@
 #   ├── handlers nursery: one task per client connection (proxy/connection/client.py); it
 #   │   outlives the accept loops so in-flight requests can drain on shutdown
 #   └── accepting nursery (inside the shutdown scope): the listener service
-#       (proxy/connection/listeners.py, which owns the accept loops in a nursery of its own),
-#       the metadata refresher (proxy/upstream/metadata.py) and the SIGHUP certificate reloader
+#       (proxy/connection/listeners.py, which owns the accept loops in a nursery of its own)
+#       and the metadata refresher (proxy/upstream/metadata.py)
+#
+# The SIGHUP reloader (proxy/reload.py) runs in the services nursery, so a SIGHUP is caught
+# from before the proxy says it listens until the drain is over, with TLS or without.
 #
 # The collaborators are explicit: a ConnectionServices value (config, pool, metrics, observer,
 # broker directory, routing, dialer, held requests, drain) is what every connection gets; no
@@ -22,7 +25,6 @@
 from __future__ import annotations
 
 import logging
-import signal
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +53,7 @@ from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.observer import Observer
 from proxy.readiness import Readiness
+from proxy.reload import Reloadable, reload_on_sighup
 from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.secure_upstream import UpstreamSecurity
@@ -83,13 +86,6 @@ def _server_tls(config: Config) -> ServerTls | None:
         return ServerTls(config.proxy.tls)
     except (OSError, ssl.SSLError) as error:
         raise StartupError(f"[proxy.tls]: cannot load certificates: {error}") from None
-
-
-async def _reload_tls_on_sighup(tls: ServerTls) -> None:
-    """Certificate rotation: each SIGHUP re-reads the listeners' certificate files."""
-    with trio.open_signal_receiver(signal.SIGHUP) as signals:
-        async for _ in signals:
-            tls.reload()
 
 
 async def serve(
@@ -132,10 +128,12 @@ async def serve(
     server_tls = _server_tls(config)
     connect_timeout_s = config.upstream.connect_timeout_ms / 1000
     client_dialer = dialer
+    reloadable: list[Reloadable] = [server_tls] if server_tls is not None else []
     if dialer is None:
         # TLS and SASL of every upstream connection (issue 16); in passthrough, connections
         # for clients get TLS only, and the clients' own SASL goes through them.
         security = UpstreamSecurity.from_config(config.upstream)
+        reloadable += [security.tls] if security.tls is not None else []
         dialer = client_dialer = UpstreamDialer(security, connect_timeout_s)
         if config.proxy.client_auth == "passthrough":
             client_dialer = UpstreamDialer(security.without_sasl(), connect_timeout_s)
@@ -168,10 +166,14 @@ async def serve(
         routing, client_listeners, config.proxy.advertised_host or listen_host, topic_names
     )
     drain = Drain()
+    for part in reloadable:  # both series from the start, so a rate of failures is defined
+        for result in ("ok", "failed"):
+            metrics.tls_reloads.labels(part.side, result)
     async with trio.open_nursery() as observers:
         if request_log is not None:
             await observers.start(request_log.run)
         async with trio.open_nursery() as services_nursery:
+            await services_nursery.start(reload_on_sighup, reloadable, metrics.tls_reloads)
             held = None
             if config.fetch.hold:  # held fetches and produces (issue 6)
                 # Every held fetch decodes and encodes these: compiled before the first client
@@ -211,8 +213,6 @@ async def serve(
                             metrics,
                             readiness,
                         )
-                        if server_tls is not None:
-                            accepting.start_soon(_reload_tls_on_sighup, server_tls)
                         if http is not None:
                             services_nursery.start_soon(
                                 serve_http, http, metrics.registry, readiness, services_nursery,

@@ -4,10 +4,12 @@
 # deadline, so a stalled or failed handshake is one typed error with a reason, at the place
 # that accepted or dialled, and never a task left waiting on a peer.
 #
-# Rotation: ServerTls holds the listeners' current SSLContext; reload() builds a new one from
-# the files and swaps it in only if that worked. A connection keeps the context it was
-# accepted with (its SSLStream holds it), so open connections never notice; new handshakes
-# use the new certificate.
+# Rotation: ServerTls holds the listeners' current SSLContext (certificate, key, client CA,
+# revocation list) and UpstreamTls the upstream connections' (CA, client certificate); their
+# reload() builds a new context from the same files and swaps it in only if that worked. A
+# connection keeps the context it was opened with (its SSLStream holds it), so open
+# connections never notice; new handshakes use the new files. proxy/reload.py calls them on
+# SIGHUP.
 """TLS contexts for the listeners and the upstream connections, and bounded handshakes."""
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from proxy.security_config import ClientTlsSection, UpstreamTlsSection
 __all__ = [
     "ServerTls",
     "TlsHandshakeFailed",
+    "UpstreamTls",
     "handshake_reason",
     "reason_class",
     "upstream_context",
@@ -123,12 +126,21 @@ def _server_context(tls: ClientTlsSection) -> ssl.SSLContext:
         cert_file=tls.cert_file,
         key_file=tls.key_file,
         client_ca_file=tls.client_ca_file,
+        crl_file=tls.crl_file,
     )
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls.cert_file, tls.key_file)
     if tls.client_ca_file:
         context.load_verify_locations(tls.client_ca_file)
         context.verify_mode = ssl.CERT_REQUIRED
+    if tls.crl_file:
+        # OpenSSL loads CRLs from a PEM file like CA certificates; the flag makes it check the
+        # client's certificate against them (and refuse it when its CA has no CRL there).
+        try:
+            context.load_verify_locations(tls.crl_file)
+        except ssl.SSLError as error:
+            raise ssl.SSLError(f"proxy.tls.crl_file {tls.crl_file}: no PEM CRL: {error}") from None
+        context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     return context
 
 
@@ -137,6 +149,8 @@ class ServerTls:
 
     Task-safety: used from trio tasks only; swapping the context is one assignment.
     """
+
+    side = "listeners"
 
     def __init__(
         self, tls: ClientTlsSection, on_failure: Callable[[str, str], None] | None = None
@@ -154,9 +168,9 @@ class ServerTls:
         return f"<ServerTls {mode} {self._tls.cert_file}, reloaded {self.reloads}x>"
 
     def reload(self) -> bool:
-        """Re-read the certificate, key and client CA; keep the old context if that fails.
+        """Re-read the certificate, key, client CA and CRL; keep the old context on failure.
 
-        Returns whether the new files are in use. Failures are logged (file names only).
+        Returns whether the new files are in use. Logs one line either way (file names only).
         """
         try:
             context = _server_context(self._tls)
@@ -165,7 +179,8 @@ class ServerTls:
             return False
         self.context = context
         self.reloads += 1
-        log.info("TLS certificates reloaded from %s", self._tls.cert_file)
+        crl = f" and CRL {self._tls.crl_file}" if self._tls.crl_file else ""
+        log.info("TLS certificates reloaded from %s%s", self._tls.cert_file, crl)
         return True
 
     async def accept(
@@ -197,3 +212,38 @@ class ServerTls:
     def _failed(self, listener: str, error: BaseException | None) -> None:
         if self.on_failure is not None:
             self.on_failure(listener, reason_class(error))
+
+
+class UpstreamTls:
+    """The upstream connections' TLS: the current client context, reloaded on demand.
+
+    Task-safety: as ServerTls; every upstream dial reads ``context`` when it starts.
+
+    Raises (constructor):
+        OSError, ssl.SSLError: a file is missing or not PEM (the message names the file).
+    """
+
+    side = "upstream"
+
+    def __init__(self, tls: UpstreamTlsSection) -> None:
+        self._tls = tls
+        self.context = upstream_context(tls)
+        self.reloads = 0
+
+    def __repr__(self) -> str:
+        return f"<UpstreamTls CA {self._tls.ca_file or 'system'}, reloaded {self.reloads}x>"
+
+    def reload(self) -> bool:
+        """Re-read the CA and the client certificate; keep the old context on failure.
+
+        Returns whether the new files are in use. Logs one line either way (file names only).
+        """
+        try:
+            context = upstream_context(self._tls)
+        except (OSError, ssl.SSLError) as error:
+            log.error("upstream TLS files not reloaded, keeping the previous ones: %s", error)
+            return False
+        self.context = context
+        self.reloads += 1
+        log.info("upstream TLS files reloaded (CA %s)", self._tls.ca_file or "system")
+        return True

@@ -1,6 +1,7 @@
 # Strategy: throwaway PKI made in the test session with the `cryptography` package: one CA,
-# a server certificate for 127.0.0.1/localhost, a client certificate, and the bad ones the
-# bad-input tests need (expired, wrong host, signed by another CA). EC P-256 keys: fast.
+# a server certificate for 127.0.0.1/localhost, client certificates, and the bad ones the
+# bad-input tests need (expired, wrong host, signed by another CA); revocation lists of the CA
+# on demand (write_crl). EC P-256 keys: fast.
 """A throwaway CA and certificates (good and bad) for the TLS tests."""
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Pki:
     rotated: CertFiles  # like server (127.0.0.1, localhost, signed by ca), another key and serial
     expired_client: CertFiles  # client auth, signed by ca, expired yesterday
     untrusted_client: CertFiles  # client auth, signed by other_ca
+    second_client: CertFiles  # client auth, signed by ca (a client to revoke beside client)
+    ca_key: Path  # ca's private key, for revocation lists (write_crl)
 
     def server_context(self, *, require_client_cert: bool = False) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -93,6 +96,7 @@ def _ca(directory: Path, name: str) -> tuple[x509.Certificate, ec.EllipticCurveP
     )
     path = directory / f"{name}.pem"
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, directory / f"{name}.key")
     return cert, key, path
 
 
@@ -156,4 +160,28 @@ def make_pki(directory: Path) -> Pki:
         rotated=_leaf(directory, "rotated-server", ca, hosts=local),
         expired_client=_leaf(directory, "expired-client", ca, hosts=[], client=True, expired=True),
         untrusted_client=_leaf(directory, "untrusted-client", other, hosts=[], client=True),
+        second_client=_leaf(directory, "second-client", ca, hosts=[], client=True),
+        ca_key=directory / "test-ca.key",
     )
+
+
+def write_crl(pki: Pki, revoked: list[CertFiles], path: Path, *, expired: bool = False) -> None:
+    """Write the CA's PEM revocation list naming ``revoked`` (empty: a list revoking none).
+    ``expired``: its nextUpdate is yesterday (OpenSSL then refuses every client)."""
+    ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateRevocationListBuilder()
+        .issuer_name(ca.subject)
+        .last_update(now - datetime.timedelta(days=2 if expired else 1))
+        .next_update(now + datetime.timedelta(days=-1 if expired else 7))
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()), False)
+    )
+    for files in revoked:
+        serial = x509.load_pem_x509_certificate(files.cert.read_bytes()).serial_number
+        entry = x509.RevokedCertificateBuilder().serial_number(serial).revocation_date(now)
+        builder = builder.add_revoked_certificate(entry.build())
+    crl = builder.sign(key, hashes.SHA256())
+    path.write_bytes(crl.public_bytes(serialization.Encoding.PEM))

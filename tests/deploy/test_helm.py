@@ -384,6 +384,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
             "cert_file": "/etc/purgatory-proxy/tls/tls.crt",
             "key_file": "/etc/purgatory-proxy/tls/tls.key",
             "client_ca_file": "/etc/purgatory-proxy/tls/ca.crt",
+            "crl_file": "/etc/purgatory-proxy/tls/ca.crl",
         },
     },
     "upstream": {
