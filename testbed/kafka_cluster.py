@@ -10,7 +10,8 @@
 #   authorizer  StandardAuthorizer, super user admin, no ACL means no access. Broker-to-broker
 #               and controller traffic then authenticate as admin over SASL PLAIN, as a
 #               production cluster would, so an anonymous client is not a super user.
-#   TLS         PEM key stores (KIP-651) from testbed/certs.py's throwaway CA.
+#   TLS         PEM key stores (KIP-651) from testbed/certs.py's throwaway CA; a listener may
+#               serve another of its certificates (an expired or wrong-host one) instead.
 #
 # A node can be killed, paused (SIGSTOP: a hung broker) and started again on the same ports
 # and data. Logs and data live in one folder per cluster; the logs are kept (their path is in
@@ -46,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.certs import Pki, make_pki
+from testbed.certs import CertFiles, Pki, make_pki
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka
 from testbed.processes import free_port
 
@@ -335,6 +336,7 @@ def _server_properties(
     ssl_client_auth: str,
     authorizer: bool,
     reauth_ms: int | None,
+    listener_certs: Mapping[str, str],
     extra: Mapping[str, str],
 ) -> str:
     count = len(nodes)
@@ -400,6 +402,10 @@ def _server_properties(
             "ssl.truststore.location": str(pki.ca),
             "ssl.client.auth": ssl_client_auth,
         }
+        for listener in listener_certs:  # Kafka's per-listener override of the key store
+            prefix = f"listener.name.{listener.lower()}.ssl.keystore"
+            lines[f"{prefix}.type"] = "PEM"
+            lines[f"{prefix}.location"] = str(node.directory / f"keystore-{listener}.pem")
     lines |= dict(extra)
     text = [f"{key}={value}" for key, value in lines.items()]
     for name in sasl:
@@ -442,6 +448,7 @@ def running_kafka(
     ssl_client_auth: str = "none",
     authorizer: bool = False,
     reauth_ms: int | None = None,
+    listener_certs: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
     request_log: bool = False,
     jmx: bool = False,
@@ -452,15 +459,18 @@ def running_kafka(
 
     ``listeners``: client listener kinds (CLIENT_LISTENERS). ``ssl_client_auth``: none,
     requested or required on SSL listeners. ``authorizer``: StandardAuthorizer, admin super
-    user. ``reauth_ms``: connections.max.reauth.ms (KIP-368). ``extra``: more broker
-    properties. ``request_log``: Kafka's request log, for ``requests()`` and
-    ``request_counts()``. ``jmx``: each node serves JMX on a free loopback port
-    (``KafkaNode.jmx_port``; testbed/kafka_jmx.py reads it). ``directory``: where logs and
-    data go (default: a new temporary folder, whose logs stay after the block; their path is
-    in every startup error).
+    user. ``reauth_ms``: connections.max.reauth.ms (KIP-368). ``listener_certs``: a TLS
+    listener kind -> the name of the testbed/certs.py Pki certificate it serves instead of
+    ``server`` (e.g. ``{"SSL": "wrong_host"}``). ``extra``: more broker properties.
+    ``request_log``: Kafka's request log, for ``requests()`` and ``request_counts()``. ``jmx``:
+    each node serves JMX on a free loopback port (``KafkaNode.jmx_port``; testbed/kafka_jmx.py
+    reads it). ``directory``: where logs and data go (default: a new temporary folder, whose
+    logs stay after the block; their path is in every startup error).
     """
     unknown = set(listeners) - set(CLIENT_LISTENERS)
     assert not unknown, f"unknown listener kinds {unknown}; known: {CLIENT_LISTENERS}"
+    certs = dict(listener_certs or {})
+    assert set(certs) <= {"SSL", "SASL_SSL"} & set(listeners), f"no TLS listener for {certs}"
     libs = ensure_kafka(version)
     root = directory or Path(tempfile.mkdtemp(prefix=f"kafka-{version}-"))
     pki = make_pki(root / "pki") if {"SSL", "SASL_SSL"} & set(listeners) else None
@@ -484,8 +494,11 @@ def running_kafka(
             logging = _log4j_properties(node.directory, request_log=request_log)
             (node.directory / "log4j2.properties").write_text(logging)
             if pki is not None:
-                keystore = pki.server.key.read_text() + pki.server.cert.read_text()
-                (node.directory / "keystore.pem").write_text(keystore)
+                for listener, name in {"": "server", **certs}.items():
+                    served: CertFiles = getattr(pki, name)
+                    keystore = served.key.read_text() + served.cert.read_text()
+                    suffix = f"-{listener}" if listener else ""
+                    (node.directory / f"keystore{suffix}.pem").write_text(keystore)
             properties = node.directory / "server.properties"
             properties.write_text(
                 _server_properties(
@@ -497,6 +510,7 @@ def running_kafka(
                     ssl_client_auth=ssl_client_auth,
                     authorizer=authorizer,
                     reauth_ms=reauth_ms,
+                    listener_certs=certs,
                     extra=extra or {},
                 )
             )
