@@ -219,6 +219,19 @@ async def open_upstream(
         raise
 
 
+def _local_name(stream: trio.abc.Stream) -> str:
+    """``HOST:PORT`` of this end of ``stream`` (under TLS too); "?" when it has none."""
+    while isinstance(stream, trio.SSLStream):
+        stream = stream.transport_stream
+    if not isinstance(stream, trio.SocketStream):
+        return "?"
+    try:
+        host, port, *_ = stream.socket.getsockname()
+    except OSError:
+        return "?"
+    return str(Address(host, port))
+
+
 async def keep_authenticated(stream: trio.abc.Stream) -> None:
     """Re-authenticate ``stream`` on time even while idle; returns at once if it has no SASL.
 
@@ -262,9 +275,13 @@ class SecuredStream(trio.abc.Stream):
         self.reauthenticate_at: float | None = None
         self.session_lifetime_ms = 0
         self.authentications = 0
+        #: This end's address: the broker names the connection by it in its own logs.
+        self.local = _local_name(raw)
 
     def __repr__(self) -> str:
-        return f"<SecuredStream {self.address} authenticated {self.authentications}x>"
+        return (
+            f"<SecuredStream {self.local} -> {self.address} authenticated {self.authentications}x>"
+        )
 
     # -- authentication ------------------------------------------------------------------
 
@@ -310,8 +327,9 @@ class SecuredStream(trio.abc.Stream):
                 raise trio.BrokenResourceError(f"re-authentication failed: {error}") from error
             raise
         log.debug(
-            "upstream %s re-authenticated (session %d ms)", self.address, self.session_lifetime_ms
-        )
+            "upstream %s re-authenticated on the connection from %s (session %d ms)",
+            self.address, self.local, self.session_lifetime_ms,
+        )  # fmt: skip
 
     async def keep_authenticated(self) -> None:
         """Sleep until each re-authentication time and re-authenticate; return once closed."""

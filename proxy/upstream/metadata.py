@@ -97,7 +97,7 @@ async def refresh_metadata_forever(
     with capped backoff; the proxy keeps serving whatever it already knows.
     """
     backoff_s = 0.1
-    failing = False
+    failing = learned = False
     while True:
         try:
             brokers = await fetch_cluster_metadata(bootstrap, timeout_s, dialer)
@@ -107,6 +107,9 @@ async def refresh_metadata_forever(
             # port taken); the proxy keeps serving the brokers it has and tries again.
             if isinstance(error, SaslAuthenticationFailed):  # never holds the secret
                 readiness.block("upstream_auth", f"cannot authenticate upstream: {error}")
+            elif not learned and isinstance(error, UpstreamUnavailable):
+                # Why it waits (a refused certificate, a refused connection), for /readyz.
+                readiness.block("metadata", f"waiting for upstream metadata: {error}")
             metrics.metadata_refreshes.labels("failed").inc()
             if not failing:
                 fetching = isinstance(error, UpstreamUnavailable)
@@ -118,7 +121,7 @@ async def refresh_metadata_forever(
             continue
         if failing:
             log.info("upstream metadata reachable again")
-        failing, backoff_s = False, 0.1
+        failing, learned, backoff_s = False, True, 0.1
         metrics.metadata_refreshes.labels("ok").inc()
         readiness.clear("upstream_auth")
         readiness.clear("metadata")

@@ -4,8 +4,9 @@ A whole session with a known password, given each way the proxy takes it (``pass
 TOML file, ``password_file``, ``PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD``), with everything
 that writes text turned on (DEBUG logging as text and as JSON, the request log, /metrics,
 /readyz), a session whose password the cluster refuses, and start-ups that fail while the
-password is set. Every output is then searched for the password. The cluster is a real Tansu
-behind testbed/sasl_front.SecureFront (TLS with a client certificate, SCRAM-SHA-256).
+password is set. Every output is then searched for the password. The cluster is Apache Kafka's
+own SASL_SSL listener (``secure_kafka``: TLS, then SCRAM-SHA-256 as alice); it ran behind a
+TLS + SCRAM front before Tansu until the broker could do it itself.
 
 Each search is paired with a check that the output is not empty and holds what that session
 must have produced, so a test cannot pass because an output was missing.
@@ -19,46 +20,37 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from testbed.certs import Pki, make_pki
-from testbed.processes import Broker, free_port
+from testbed.certs import Pki
+from testbed.kafka_cluster import USERS, KafkaCluster
+from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
-from testbed.sasl_front import SaslPolicy, SecureFront
 from tests.support.group_round_trip import group_round_trip
 
-#: The secret searched for. Long and unlike anything else, so a hit is the password.
-PASSWORD = "Zq7-known-PASSWORD-grep-9Xw"
+#: The secret searched for: alice's password on the cluster (testbed/kafka_cluster.USERS).
+PASSWORD = USERS["alice"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
+def sasl_ssl(secure_kafka: KafkaCluster) -> str:
+    """The SASL_SSL bootstrap of the session's secured Kafka."""
+    return secure_kafka.bootstrap("SASL_SSL")
 
 
 @pytest.fixture(scope="module")
-def front(kafka_broker: Broker, pki: Pki) -> Iterator[SecureFront]:
-    """One TLS + SCRAM front for the module: the password it accepts is PASSWORD."""
-    running = SecureFront(
-        (kafka_broker.host, kafka_broker.port),
-        tls=pki.server_context(require_client_cert=True),
-        sasl=SaslPolicy(password=PASSWORD),
-    )
-    running.start()
-    yield running
-    running.stop()
+def pki(secure_kafka: KafkaCluster) -> Pki:
+    assert secure_kafka.pki is not None
+    return secure_kafka.pki
 
 
 def _tls_env(pki: Pki) -> dict[str, str]:
     return {
         "PURGATORY_PROXY_UPSTREAM__TLS__ENABLED": "true",
         "PURGATORY_PROXY_UPSTREAM__TLS__CA_FILE": str(pki.ca),
-        "PURGATORY_PROXY_UPSTREAM__TLS__CERT_FILE": str(pki.client.cert),
-        "PURGATORY_PROXY_UPSTREAM__TLS__KEY_FILE": str(pki.client.key),
     }
 
 
@@ -66,7 +58,7 @@ def _password_setup(source: str, password: str, tmp_path: Path) -> tuple[dict[st
     """Environment and extra arguments that give the proxy ``password`` through ``source``."""
     env = {
         "PURGATORY_PROXY_UPSTREAM__SASL__MECHANISM": "SCRAM-SHA-256",
-        "PURGATORY_PROXY_UPSTREAM__SASL__USERNAME": "proxy",
+        "PURGATORY_PROXY_UPSTREAM__SASL__USERNAME": "alice",
     }
     if source == "env":
         env["PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD"] = password
@@ -100,14 +92,14 @@ def _stopped_log(proxy: ProxyProcess) -> str:
     [("env", "json"), ("password_file", "text"), ("toml", "json")],
 )
 def test_a_whole_session_never_shows_the_password(
-    source: str, log_format: str, front: SecureFront, pki: Pki, tmp_path: Path
+    source: str, log_format: str, sasl_ssl: str, pki: Pki, tmp_path: Path
 ) -> None:
     env, args = _password_setup(source, PASSWORD, tmp_path)
     metrics_port = free_port()
     request_log = tmp_path / "requests.jsonl"
     outputs: dict[str, str] = {}
     with running_proxy(
-        front.bootstrap,
+        sasl_ssl,
         *args,
         "--log-level",
         "DEBUG",
@@ -136,16 +128,14 @@ def test_a_whole_session_never_shows_the_password(
     assert leaks == []
 
 
-def test_a_refused_password_is_not_shown_either(
-    front: SecureFront, pki: Pki, tmp_path: Path
-) -> None:
+def test_a_refused_password_is_not_shown_either(sasl_ssl: str, pki: Pki, tmp_path: Path) -> None:
     """The cluster refuses the password: /readyz, the log and the closed clients' lines say
     why, naming mechanism and user, never the password tried."""
     wrong = PASSWORD + "-wrong"
     env, args = _password_setup("env", wrong, tmp_path)
     metrics_port = free_port()
     with running_proxy(
-        front.bootstrap,
+        sasl_ssl,
         *args,
         "--log-level",
         "DEBUG",
@@ -163,7 +153,7 @@ def test_a_refused_password_is_not_shown_either(
         _, metrics = _get(metrics_port, "/metrics")
         log = _stopped_log(proxy)
     assert "SCRAM-SHA-256" in readyz
-    assert "'proxy'" in readyz
+    assert "'alice'" in readyz
     for text in (readyz, metrics, log):
         assert wrong not in text
         assert PASSWORD not in text
