@@ -51,6 +51,7 @@ from proxy.sasl_client import (
     reauthentication_delay_ms,
 )
 from proxy.security_config import UpstreamSaslSection
+from proxy.stream_address import stream_address
 from proxy.tls import UpstreamTls, handshake_reason
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
@@ -219,19 +220,6 @@ async def open_upstream(
         raise
 
 
-def _local_name(stream: trio.abc.Stream) -> str:
-    """``HOST:PORT`` of this end of ``stream`` (under TLS too); "?" when it has none."""
-    while isinstance(stream, trio.SSLStream):
-        stream = stream.transport_stream
-    if not isinstance(stream, trio.SocketStream):
-        return "?"
-    try:
-        host, port, *_ = stream.socket.getsockname()
-    except OSError:
-        return "?"
-    return str(Address(host, port))
-
-
 async def keep_authenticated(stream: trio.abc.Stream) -> None:
     """Re-authenticate ``stream`` on time even while idle; returns at once if it has no SASL.
 
@@ -276,7 +264,7 @@ class SecuredStream(trio.abc.Stream):
         self.session_lifetime_ms = 0
         self.authentications = 0
         #: This end's address: the broker names the connection by it in its own logs.
-        self.local = _local_name(raw)
+        self.local = stream_address(raw, local=True)
 
     def __repr__(self) -> str:
         return (

@@ -144,20 +144,55 @@ def _server_context(tls: ClientTlsSection) -> ssl.SSLContext:
     return context
 
 
-class ServerTls:
-    """The listeners' TLS: the current context, reloaded from the same files on demand.
+class _ReloadableContext:
+    """An SSLContext built from files, rebuilt from the same files on demand (reload).
 
     Task-safety: used from trio tasks only; swapping the context is one assignment.
     """
 
+    #: Which connections it serves (the label of purgatory_proxy_tls_reloads_total).
+    side = ""
+    #: What its log lines call its files.
+    files = ""
+
+    def __init__(self) -> None:
+        self.context = self._build()
+        self.reloads = 0
+
+    def _build(self) -> ssl.SSLContext:
+        raise NotImplementedError
+
+    def _origin(self) -> str:
+        """Where the files came from, for the reload's log line."""
+        raise NotImplementedError
+
+    def reload(self) -> bool:
+        """Re-read the files; keep the old context if they do not load.
+
+        Returns whether the new files are in use. Logs one line either way (file names only).
+        """
+        try:
+            context = self._build()
+        except (OSError, ssl.SSLError) as error:
+            log.error("%s not reloaded, keeping the previous ones: %s", self.files, error)
+            return False
+        self.context = context
+        self.reloads += 1
+        log.info("%s reloaded from %s", self.files, self._origin())
+        return True
+
+
+class ServerTls(_ReloadableContext):
+    """The listeners' TLS: certificate, key, client CA and CRL, reloaded on demand."""
+
     side = "listeners"
+    files = "TLS certificates"
 
     def __init__(
         self, tls: ClientTlsSection, on_failure: Callable[[str, str], None] | None = None
     ) -> None:
         self._tls = tls
-        self.context = _server_context(tls)
-        self.reloads = 0
+        super().__init__()
         #: Called with (listener, reason class) for every failed handshake, e.g.
         #: ``lambda listener, reason: metrics.tls_handshake_failures.labels(listener,
         #: reason).inc()``; set after construction by whoever owns the metrics.
@@ -167,21 +202,12 @@ class ServerTls:
         mode = "mutual TLS" if self._tls.client_ca_file else "TLS"
         return f"<ServerTls {mode} {self._tls.cert_file}, reloaded {self.reloads}x>"
 
-    def reload(self) -> bool:
-        """Re-read the certificate, key, client CA and CRL; keep the old context on failure.
+    def _build(self) -> ssl.SSLContext:
+        return _server_context(self._tls)
 
-        Returns whether the new files are in use. Logs one line either way (file names only).
-        """
-        try:
-            context = _server_context(self._tls)
-        except (OSError, ssl.SSLError) as error:
-            log.error("TLS certificates not reloaded, keeping the previous ones: %s", error)
-            return False
-        self.context = context
-        self.reloads += 1
+    def _origin(self) -> str:
         crl = f" and CRL {self._tls.crl_file}" if self._tls.crl_file else ""
-        log.info("TLS certificates reloaded from %s%s", self._tls.cert_file, crl)
-        return True
+        return f"{self._tls.cert_file}{crl}"
 
     async def accept(
         self, stream: trio.SocketStream, timeout_s: float, listener: str = "client"
@@ -214,36 +240,26 @@ class ServerTls:
             self.on_failure(listener, reason_class(error))
 
 
-class UpstreamTls:
-    """The upstream connections' TLS: the current client context, reloaded on demand.
-
-    Task-safety: as ServerTls; every upstream dial reads ``context`` when it starts.
+class UpstreamTls(_ReloadableContext):
+    """The upstream connections' TLS: CA and client certificate, reloaded on demand. Every
+    upstream dial reads ``context`` when it starts.
 
     Raises (constructor):
         OSError, ssl.SSLError: a file is missing or not PEM (the message names the file).
     """
 
     side = "upstream"
+    files = "upstream TLS files"
 
     def __init__(self, tls: UpstreamTlsSection) -> None:
         self._tls = tls
-        self.context = upstream_context(tls)
-        self.reloads = 0
+        super().__init__()
 
     def __repr__(self) -> str:
         return f"<UpstreamTls CA {self._tls.ca_file or 'system'}, reloaded {self.reloads}x>"
 
-    def reload(self) -> bool:
-        """Re-read the CA and the client certificate; keep the old context on failure.
+    def _build(self) -> ssl.SSLContext:
+        return upstream_context(self._tls)
 
-        Returns whether the new files are in use. Logs one line either way (file names only).
-        """
-        try:
-            context = upstream_context(self._tls)
-        except (OSError, ssl.SSLError) as error:
-            log.error("upstream TLS files not reloaded, keeping the previous ones: %s", error)
-            return False
-        self.context = context
-        self.reloads += 1
-        log.info("upstream TLS files reloaded (CA %s)", self._tls.ca_file or "system")
-        return True
+    def _origin(self) -> str:
+        return f"CA {self._tls.ca_file or '(the system trust store)'}"

@@ -94,7 +94,7 @@ from proxy.rewrite import (
     produce_timed_out,
     rewrite_response,
 )
-from proxy.routing import Address
+from proxy.stream_address import stream_address
 from wire.apis import ApiKey
 from wire.errors import WireError
 from wire.framing import size_prefix
@@ -633,12 +633,4 @@ def _broken(error: trio.BrokenResourceError | trio.ClosedResourceError) -> Conne
 
 def peer_name(stream: trio.abc.Stream) -> str:
     """The client's address for log lines ("?" when the stream has none), under any TLS."""
-    while isinstance(stream, trio.SSLStream):
-        stream = stream.transport_stream
-    if not isinstance(stream, trio.SocketStream):
-        return "?"
-    try:
-        host, port, *_ = stream.socket.getpeername()
-    except OSError:
-        return "?"
-    return str(Address(host, port))
+    return stream_address(stream)

@@ -10,9 +10,6 @@ here from a TLS front before Tansu (test_tls_sasl.py's bad certificates).
 
 from __future__ import annotations
 
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +19,7 @@ from testbed.kafka_cluster import KafkaCluster, running_kafka
 from testbed.processes import free_port
 from testbed.proxy_process import running_proxy
 from tests.support.group_round_trip import group_round_trip
-from tests.support.secure_kafka import proxy_env
+from tests.support.secure_kafka import proxy_env, readyz_saying
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +28,6 @@ def bad_kafka() -> Iterator[KafkaCluster]:
         listeners=("SSL", "SASL_SSL"), listener_certs={"SSL": "wrong_host", "SASL_SSL": "expired"}
     ) as cluster:
         yield cluster
-
-
-def _readyz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 @pytest.mark.parametrize(
@@ -65,11 +54,7 @@ def test_a_bad_upstream_certificate_is_refused_with_one_clear_line(
     with running_proxy(bad_kafka.bootstrap(listener), env=env) as proxy:
         line = proxy.wait_for_log(r"cannot fetch upstream metadata.*", timeout_s=20).group(0)
         assert f"TLS handshake failed: certificate verify failed: {reason}" in line
-        deadline = time.monotonic() + 10
-        status, text = _readyz(metrics_port)
-        while "certificate verify failed" not in text and time.monotonic() < deadline:
-            time.sleep(0.1)
-            status, text = _readyz(metrics_port)
+        status, text = readyz_saying(metrics_port, "certificate verify failed")
         assert status == 503
         assert reason in text
         assert proxy.alive()

@@ -22,8 +22,6 @@ import signal
 import socket
 import ssl
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -38,7 +36,13 @@ from testbed.topics import create_topic
 from tests.integration._kafka_raw import metric_value
 from tests.support.group_round_trip import GROUP_TIMEOUTS, group_round_trip
 from tests.support.raw_tls_client import RawKafka
-from tests.support.secure_kafka import REAUTH_MS, expired_channels, proxy_env, sasl_options
+from tests.support.secure_kafka import (
+    REAUTH_MS,
+    expired_channels,
+    proxy_env,
+    readyz_saying,
+    sasl_options,
+)
 from wire.apis import ApiKey
 from wire.messages import MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 
@@ -66,14 +70,6 @@ def _listener_tls(cluster: KafkaCluster) -> dict[str, str]:
         "PURGATORY_PROXY_PROXY__TLS__CERT_FILE": str(cluster.pki.server.cert),
         "PURGATORY_PROXY_PROXY__TLS__KEY_FILE": str(cluster.pki.server.key),
     }
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def test_upstream_tls_with_the_host_checked_and_the_proxys_certificate(
@@ -222,11 +218,7 @@ def test_a_refused_password_readyz_503_and_clients_are_not_left_hanging(
     assert secure_kafka.pki is not None
     with running_proxy(secure_kafka.bootstrap("SASL_SSL"), env=env) as proxy:
         proxy.wait_for_log("cannot fetch upstream metadata", timeout_s=20)
-        deadline = time.monotonic() + 10
-        status, text = _get(metrics_port, "/readyz")
-        while "authenticate" not in text and time.monotonic() < deadline:
-            time.sleep(0.1)
-            status, text = _get(metrics_port, "/readyz")
+        status, text = readyz_saying(metrics_port, "authenticate")
         assert status == 503
         assert "cannot authenticate upstream" in text
         assert "SCRAM-SHA-256" in text and "'alice'" in text

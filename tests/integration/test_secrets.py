@@ -17,9 +17,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -29,6 +26,7 @@ from testbed.kafka_cluster import USERS, KafkaCluster
 from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
 from tests.support.group_round_trip import group_round_trip
+from tests.support.secure_kafka import http_get, readyz_saying
 
 #: The secret searched for: alice's password on the cluster (testbed/kafka_cluster.USERS).
 PASSWORD = USERS["alice"]
@@ -73,14 +71,6 @@ def _password_setup(source: str, password: str, tmp_path: Path) -> tuple[dict[st
     return env, ["--config", str(config)]
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def _stopped_log(proxy: ProxyProcess) -> str:
     """Everything the proxy wrote to stdout and stderr, shutdown lines included."""
     assert proxy.stop() == 0
@@ -112,9 +102,9 @@ def test_a_whole_session_never_shows_the_password(
         env={**_tls_env(pki), **env},
     ) as proxy:
         group_round_trip(proxy.bootstrap, count=5)
-        status, outputs["/readyz"] = _get(metrics_port, "/readyz")
+        status, outputs["/readyz"] = http_get(metrics_port, "/readyz")
         assert status == 200
-        status, outputs["/metrics"] = _get(metrics_port, "/metrics")
+        status, outputs["/metrics"] = http_get(metrics_port, "/metrics")
         assert status == 200
         outputs["stdout+stderr"] = _stopped_log(proxy)
     outputs["request log"] = "".join(
@@ -144,13 +134,9 @@ def test_a_refused_password_is_not_shown_either(sasl_ssl: str, pki: Pki, tmp_pat
         env={**_tls_env(pki), **env},
     ) as proxy:
         proxy.wait_for_log("cannot fetch upstream metadata", timeout_s=20)
-        deadline = time.monotonic() + 10
-        status, readyz = _get(metrics_port, "/readyz")
-        while "authenticate" not in readyz and time.monotonic() < deadline:
-            time.sleep(0.1)
-            status, readyz = _get(metrics_port, "/readyz")
+        status, readyz = readyz_saying(metrics_port, "authenticate")
         assert status == 503
-        _, metrics = _get(metrics_port, "/metrics")
+        _, metrics = http_get(metrics_port, "/metrics")
         log = _stopped_log(proxy)
     assert "SCRAM-SHA-256" in readyz
     assert "'alice'" in readyz

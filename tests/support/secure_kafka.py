@@ -14,6 +14,8 @@ import base64
 import json
 import re
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +29,9 @@ from testbed.kafka_cluster import USERS, KafkaCluster, running_kafka
 __all__ = [
     "REAUTH_MS",
     "expired_channels",
+    "http_get",
     "proxy_env",
+    "readyz_saying",
     "running_secure_kafka",
     "sasl_options",
     "unsecured_token",
@@ -134,3 +138,23 @@ def proxy_env(
     env["PURGATORY_PROXY_UPSTREAM__SASL__USERNAME"] = user
     env["PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD"] = password or USERS[user]
     return env
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """Status and body of GET ``path`` on the proxy's HTTP endpoint at 127.0.0.1:``port``."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def readyz_saying(port: int, words: str, timeout_s: float = 10) -> tuple[int, str]:
+    """/readyz once its body holds ``words`` (the refresher's first failure may come a moment
+    after the log line), or its last answer when ``timeout_s`` has passed."""
+    deadline = time.monotonic() + timeout_s
+    status, text = http_get(port, "/readyz")
+    while words not in text and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status, text = http_get(port, "/readyz")
+    return status, text

@@ -123,24 +123,30 @@ def test_no_error_repeats_a_section_given_as_one_variable(
     assert variable in error or ".".join(section) in error
 
 
-def test_a_secret_section_as_malformed_json_names_the_variable_only(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        # The case issue 29 found: the password was in the error.
+        (
+            "UPSTREAM__SASL",
+            '{"password": "hunter2-secret", ',
+            "invalid configuration: PURGATORY_PROXY_UPSTREAM__SASL: expected JSON",
+        ),
+        # A key three deep names its own variable, not none.
+        (
+            "UPSTREAM__SASL__MECHANISM",
+            "GSSAPI",
+            "invalid configuration: upstream.sasl.mechanism: Input should be '', 'PLAIN', "
+            "'SCRAM-SHA-256', 'SCRAM-SHA-512' or 'OAUTHBEARER' (from environment variable "
+            "PURGATORY_PROXY_UPSTREAM__SASL__MECHANISM)",
+        ),
+    ],
+    ids=["section as malformed JSON", "key three deep"],
+)
+def test_errors_from_the_environment_name_the_variable(
+    variable: str, value: str, expected: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(ENV_PREFIX + "UPSTREAM__SASL", '{"password": "hunter2-secret", ')
+    monkeypatch.setenv(ENV_PREFIX + variable, value)
     with pytest.raises(ConfigError) as caught:
         load_config()
-    assert str(caught.value) == (
-        "invalid configuration: PURGATORY_PROXY_UPSTREAM__SASL: expected JSON"
-    )
-
-
-def test_a_deep_key_from_the_environment_names_its_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv(ENV_PREFIX + "UPSTREAM__SASL__MECHANISM", "GSSAPI")
-    with pytest.raises(ConfigError) as caught:
-        load_config()
-    assert "upstream.sasl.mechanism: Input should be" in str(caught.value)
-    assert "(from environment variable PURGATORY_PROXY_UPSTREAM__SASL__MECHANISM)" in str(
-        caught.value
-    )
+    assert str(caught.value) == expected
