@@ -10,6 +10,15 @@
 # `read_ahead` per connection (the decoder still gives an incomplete frame its buffer only when
 # the body is asked for). Without it, two receives per request, as Kafka's NetworkReceive does.
 #
+# Honest memory (issue 29): with `first_piece_bytes`, a large frame is paid for as it arrives.
+# The caller reserves the first piece (or the whole frame, when smaller) after `next_size`, and
+# `finish(lease)` grows the lease before each doubling of the frame's buffer (the decoder's
+# `grow_frame`), so what a connection holds follows what its client really sent: one that
+# declares 100 MiB and sends nothing holds a first piece. Growth first tries without waiting;
+# when the pool is out of memory the reader asks for the whole rest of the frame and parks (see
+# proxy/memory.py: only such a growth may take the pool's overdraft). Parked is not the
+# client's fault: the frame deadline is stood down, and armed afresh for the next wait.
+#
 # The decoder allocates the frame's one buffer (size prefix included), and the body goes from
 # the kernel straight into it (readv), so forwarding a frame needs no join and no re-prefixing:
 # the same bytearray is written out as it came in. Streams that are not plain sockets (TLS, the
@@ -70,6 +79,7 @@ from typing import Protocol
 import trio
 import trio.socket as tsocket
 
+from proxy.memory import Lease
 from wire.framing import NEED_DATA, SIZE_PREFIX_BYTES, FrameDecoder
 
 __all__ = [
@@ -167,6 +177,9 @@ class FrameReader:
         read_ahead: the most bytes one receive may bring past the piece being read (0: exactly
             the piece).
         timeouts: deadlines to arm while waiting (see Strategy), or None.
+        flush: written out before the reader waits or yields (see Strategy), or None.
+        first_piece_bytes: a larger frame's buffer starts at this many bytes and grows as
+            its bytes arrive (see Strategy); None: one buffer of the frame's size at once.
 
     Error handling: the first WireError is final (the decoder refuses further calls).
     """
@@ -191,10 +204,13 @@ class FrameReader:
         read_ahead: int = 0,
         timeouts: ReadTimeouts | None = None,
         flush: Flushable | None = None,
+        first_piece_bytes: int | None = None,
     ) -> None:
         self._stream = stream
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
-        self._decoder = FrameDecoder(max_frame_bytes, whole_frames=True)
+        self._decoder = FrameDecoder(
+            max_frame_bytes, whole_frames=True, first_piece_bytes=first_piece_bytes
+        )
         self._ready: bytearray | None = None  # a frame complete with its prefix
         self._read_ahead = read_ahead
         self._timeouts = timeouts
@@ -257,13 +273,18 @@ class FrameReader:
                 raise PeerClosed(have)
             decoder.receive_data(chunk)
 
-    async def finish(self) -> bytearray:
+    async def finish(self, lease: Lease | None = None) -> bytearray:
         """The rest of the frame whose size ``next_size`` returned: the whole frame, size
         prefix included, in one buffer.
+
+        ``lease``: what the caller reserved for the frame, grown here with a growing buffer
+        (``first_piece_bytes``) before each of its doublings (see Strategy).
 
         Raises:
             PeerClosed: the stream ended inside the body (``received`` counts body bytes).
             trio.BrokenResourceError: the socket failed (the OS error is its cause).
+            trio.Cancelled: also while parked for the lease's growth; the lease keeps the
+                size it had, and the caller releases it.
         """
         ready = self._ready
         if ready is not None:
@@ -271,28 +292,48 @@ class FrameReader:
             return ready
         decoder = self._decoder
         while True:
-            buffer = decoder.frame_buffer()
-            missing = len(buffer)
+            missing = decoder.missing_bytes
             if not missing:
+                if decoder.capacity < decoder.next_capacity:  # all in hand, past the buffer
+                    await self._grow(lease)
+                    continue
                 break
+            buffer = decoder.frame_buffer()
+            if not len(buffer):
+                del buffer  # (a view of the buffer would keep it from growing)
+                await self._grow(lease)
+                continue
             if missing < self._read_ahead:  # small: bring the next frames' bytes along
+                del buffer
                 chunk = await self._receive(self._read_ahead, idle=False)
                 if not chunk:
                     raise PeerClosed(decoder.buffered_bytes)
                 decoder.receive_data(chunk)
-                if len(chunk) >= missing:
-                    break
                 continue
             received = await self._receive_into(buffer)
+            del buffer
             if not received:
                 raise PeerClosed(decoder.buffered_bytes)
             decoder.frame_filled(received)
-            if received == missing:
-                break
         self._done_waiting()
         out = decoder.next_frame()
         assert isinstance(out, memoryview)
         return _frame_of(out)
+
+    async def _grow(self, lease: Lease | None) -> None:
+        """Double the frame's buffer, its lease grown first (see Strategy)."""
+        decoder = self._decoder
+        if lease is not None:
+            more = decoder.next_capacity - lease.size_bytes
+            if more > 0 and not lease.try_grow(more):
+                timeouts = self._timeouts
+                if timeouts is not None:
+                    timeouts.stand_down()
+                await self._flush_partner()
+                pending = decoder.pending_frame_size
+                assert pending is not None
+                await lease.grow(pending - lease.size_bytes)  # the rest: see proxy/memory.py
+        decoder.grow_frame()
 
     async def next_frame(self) -> bytearray:
         """The next whole frame, size prefix included.

@@ -21,11 +21,24 @@
 # * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): enforced.
 #   ``allocate`` refuses, with ``WouldDeadlock``, a task that holds a lease from this pool,
 #   whether or not it would have to wait, so the bug shows on the first call, not only under
-#   load. The reader API makes the rule easy to keep: one ``allocate`` covers a whole frame
-#   (read the 4-byte size, validate, allocate, then read the body), so a reader never
-#   holds part of a frame while waiting for the rest. A reader that passes a complete
-#   frame's lease on to another task (which releases it once the bytes are written
-#   upstream) calls ``lease.hand_off()``: that release no longer depends on the reader.
+#   load. A reader that passes a complete frame's lease on to another task (which releases
+#   it once the bytes are written upstream) calls ``lease.hand_off()``: that release no
+#   longer depends on the reader.
+# * Honest growth (issue 29): a large frame is not paid for in full when its size is read,
+#   but as its bytes arrive. Its lease starts at a first piece and ``grow``s before each
+#   further piece is read (proxy/framed.py), so a client that declares 100 MiB and sends
+#   nothing holds one piece, not 100 MiB. Growth is the one wait allowed to a lease holder,
+#   and it could deadlock: frames half read, each waiting for memory the others hold. So a
+#   growth that has to wait asks for all its frame still needs, and one lease at a time may
+#   take the *overdraft*: with the pool out of memory, a growth is granted anyway if
+#   ``available`` stays >= 1 - max_allocation_bytes after it; that frame completes, its lease
+#   is released and the overdraft is free again. Every other grant needs ``available >= 1``
+#   and takes at most max_allocation_bytes, so KIP-72's bound holds: outstanding bytes <=
+#   limit + max_allocation_bytes - 1. And when every holder is a parked growth, the one
+#   granted last before the pool ran dry always fits the overdraft (its grant started from
+#   ``available >= 1``, and its frame is at most max_allocation_bytes), so frames never wait
+#   for each other for ever. Freed memory goes to parked growth first, in arrival order
+#   (those frames finish and free their memory), then to parked allocations.
 # * Sensors (KIP-72 meanings): available and used bytes; depletion, which starts at the
 #   first failed allocation and ends at the next successful allocation or release after
 #   which no caller is still parked; its total and its share of a recent window; callers
@@ -46,6 +59,18 @@
 #                                                  gets a lease; the other stays parked
 #   8     release(B)                -4 -> 6 -> 1   the other gets its lease; nobody is
 #                                                  parked, so depletion ends (t=8)
+#
+# Growth, a fresh pool of the same size; leases G and H (4 bytes each, available 13) are
+# each reading a 10-byte frame:
+#
+#   step  call                      available      result
+#   ----  ------------------------  -------------  ----------------------------------
+#   1     G.try_grow(4), H: (4)     13 -> 5        both at 8 bytes (available was >= 1)
+#   2     G.grow(2)                  5 -> 3        G at 10: its frame is whole
+#   3     C = try_allocate(10)       3 -> -7       lease C (non-strict)
+#   4     H.grow(2)                 -7 -> -9       out of memory, but H takes the overdraft:
+#                                                  -9 >= 1 - 10, so H grows and completes
+#   5     G.release()               -9 -> 1        H's overdraft ends with H's release
 #
 # Task safety: trio runs one task at a time and no method here awaits in the middle of
 # changing state, so no lock is needed. The pool must be used from one trio run.
@@ -122,6 +147,27 @@ class Lease:
         """Give the memory back to the pool that issued this lease (once)."""
         self._pool.release(self)
 
+    def try_grow(self, size_bytes: int) -> bool:
+        """Add ``size_bytes`` to this lease if any memory is available; never blocks."""
+        return self._pool._try_grow(self, size_bytes)
+
+    async def grow(self, size_bytes: int) -> None:
+        """Add ``size_bytes`` to this lease, parking until the pool can give them: the one
+        wait a lease holder may make. Ask for all the frame still needs when ``try_grow``
+        failed: only a growth that completes its frame may take the overdraft (see the
+        module header), which keeps half-read frames from waiting for each other for ever.
+
+        Raises:
+            InvalidAllocation: the lease would exceed ``max_allocation_bytes``.
+            trio.Cancelled: while parked; the lease then keeps its size.
+        """
+        await self._pool._grow(self, size_bytes)
+
+    def shrink_to(self, size_bytes: int) -> None:
+        """Give back all but ``size_bytes`` (>= 1) of this lease: what it covers is smaller
+        now (a fetch answer read, which takes less than its budget)."""
+        self._pool._shrink(self, size_bytes)
+
     def hand_off(self) -> None:
         """Declare that releasing this lease no longer depends on the allocating task.
 
@@ -149,6 +195,18 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
         return f"<Lease {self.size_bytes} bytes, {state}>"
+
+
+@final
+class _Growth:
+    """A lease's holder parked in ``Lease.grow``."""
+
+    __slots__ = ("lease", "size_bytes", "task")
+
+    def __init__(self, task: trio.lowlevel.Task, lease: Lease, size_bytes: int) -> None:
+        self.task = task
+        self.lease = lease
+        self.size_bytes = size_bytes
 
 
 @final
@@ -335,11 +393,13 @@ class MemoryPool:
         "_depleted_closed_s",
         "_disabled",
         "_dry_since",
+        "_growers",
         "_held_by",
         "_limit_bytes",
         "_max_allocation_bytes",
         "_mutes_total",
         "_outstanding",
+        "_overdraft",
         "_queue",
         "_spells",
         "_tight_below_bytes",
@@ -378,6 +438,10 @@ class MemoryPool:
         self._outstanding = 0
         self._mutes_total = 0
         self._held_by: dict[trio.lowlevel.Task, int] = {}
+        # Growth (see the module header): parked growth in arrival order, and the lease that
+        # holds the overdraft (until it is released).
+        self._growers: deque[_Growth] = deque()
+        self._overdraft: Lease | None = None
         # Depletion: start of the current spell (None: not depleted), closed spells that
         # may still overlap the window, and the total of all closed spells.
         self._dry_since: float | None = None
@@ -443,6 +507,8 @@ class MemoryPool:
         holder = lease._holder
         if holder is not None:
             self._forget_holder(holder)
+        if self._overdraft is lease:
+            self._overdraft = None
         if self._dry_since is not None:  # depleted; parked callers exist only then
             self._after_release_while_depleted()
 
@@ -486,10 +552,88 @@ class MemoryPool:
         result: Lease = await trio.lowlevel.wait_task_rescheduled(abort)
         return result
 
+    # -- growth (Lease.try_grow, grow, shrink_to) -----------------------------------------
+
+    def _check_growth(self, lease: Lease, size_bytes: int) -> None:
+        if lease._pool is not self or lease._released:
+            raise InvalidRelease(f"{lease!r} is not a held lease of {self!r}")
+        if size_bytes < 1 or lease.size_bytes + size_bytes > self._max_allocation_bytes:
+            raise InvalidAllocation(
+                f"growing {lease!r} by {size_bytes} bytes: a lease stays within "
+                f"1..{self._max_allocation_bytes}"
+            )
+
+    def _try_grow(self, lease: Lease, size_bytes: int) -> bool:
+        self._check_growth(lease, size_bytes)
+        if self._disabled:
+            lease.size_bytes += size_bytes
+            return True
+        if self._available < 1:
+            if self._dry_since is None:
+                self._dry_since = self._clock()
+            return False
+        self._available -= size_bytes
+        lease.size_bytes += size_bytes
+        if self._dry_since is not None:  # nobody is parked: available was >= 1
+            self._end_spell()
+        return True
+
+    def _may_overdraw(self, size_bytes: int) -> bool:
+        """Whether a growth of ``size_bytes`` may take the overdraft now: nobody holds it and
+        KIP-72's bound still holds after."""
+        return self._overdraft is None and (
+            self._available - size_bytes >= 1 - self._max_allocation_bytes
+        )
+
+    async def _grow(self, lease: Lease, size_bytes: int) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._try_grow(lease, size_bytes):
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        if self._may_overdraw(size_bytes):
+            self._overdraft = lease
+            self._take_growth(lease, size_bytes)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        growth = _Growth(_current_task(), lease, size_bytes)
+        self._growers.append(growth)
+        self._mutes_total += 1
+
+        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+            # Still parked (a grant would have rescheduled us): leave; the lease keeps its size.
+            self._growers.remove(growth)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _take_growth(self, lease: Lease, size_bytes: int) -> None:
+        self._available -= size_bytes
+        lease.size_bytes += size_bytes
+
+    def _give_growth(self, growth: _Growth) -> None:
+        self._take_growth(growth.lease, growth.size_bytes)
+        trio.lowlevel.reschedule(growth.task)
+
+    def _shrink(self, lease: Lease, size_bytes: int) -> None:
+        if lease._pool is not self or lease._released:
+            raise InvalidRelease(f"{lease!r} is not a held lease of {self!r}")
+        if not 0 < size_bytes <= lease.size_bytes:
+            raise InvalidAllocation(f"shrinking {lease!r} to {size_bytes} bytes")
+        freed = lease.size_bytes - size_bytes
+        lease.size_bytes = size_bytes
+        if self._disabled or not freed:
+            return
+        self._available += freed
+        if self._dry_since is not None:
+            self._after_release_while_depleted()
+
     # -- the slow paths ---------------------------------------------------------------
 
     def _after_release_while_depleted(self) -> None:
-        """Hand freed memory to parked callers; end the spell if nobody is left parked."""
+        """Hand freed memory to parked callers, growth first; end the spell if nobody is left
+        parked."""
+        if self._growers:
+            self._serve_growth()
         queue = self._queue
         while len(queue) and self._available >= 1:
             waiter = queue.pop(self._available < self._tight_below_bytes)
@@ -499,8 +643,22 @@ class MemoryPool:
             held = self._held_by
             held[task] = held.get(task, 0) + 1
             trio.lowlevel.reschedule(task, outcome.Value(Lease(self, waiter.size_bytes, task)))
-        if not len(queue):
+        if not len(queue) and not self._growers:
             self._end_spell()
+
+    def _serve_growth(self) -> None:
+        """Grant parked growth in arrival order while memory is available; when it is not and
+        nobody holds the overdraft, to the oldest parked growth that fits within the bound."""
+        growers = self._growers
+        while growers and self._available >= 1:
+            self._give_growth(growers.popleft())
+        if growers and self._overdraft is None:
+            for growth in growers:
+                if self._may_overdraw(growth.size_bytes):
+                    growers.remove(growth)
+                    self._overdraft = growth.lease
+                    self._give_growth(growth)
+                    return
 
     def _end_spell(self) -> None:
         start = self._dry_since
@@ -513,6 +671,9 @@ class MemoryPool:
         horizon = now - self._window_s
         while spells and spells[0][1] <= horizon:
             spells.popleft()
+
+    def _parked_count(self) -> int:
+        return len(self._queue) + len(self._growers)
 
     def _forget_holder(self, task: trio.lowlevel.Task) -> None:
         held = self._held_by
@@ -582,7 +743,7 @@ class MemoryPool:
             available_bytes=self._available,
             used_bytes=self.used_bytes,
             outstanding_leases=self._outstanding,
-            muted_now=len(self._queue),
+            muted_now=self._parked_count(),
             mutes_total=self._mutes_total,
             out_of_memory=self.out_of_memory,
             tight=not self._disabled and self._available < max(self._tight_below_bytes, 1),
@@ -596,6 +757,6 @@ class MemoryPool:
             return f"<MemoryPool disabled, {self._outstanding} leases outstanding>"
         return (
             f"<MemoryPool {self._available}/{self._limit_bytes} bytes available, "
-            f"{self._outstanding} leases outstanding, {len(self._queue)} muted, "
+            f"{self._outstanding} leases outstanding, {self._parked_count()} muted, "
             f"{self._mutes_total} mutes total>"
         )

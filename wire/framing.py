@@ -24,6 +24,14 @@
 # prefix before it has reserved memory: a frame that is complete is assembled at once (its
 # bytes are in hand anyway), an incomplete one still gets its buffer only when the body is
 # asked for, so a large frame's memory is never committed before the reservation.
+#
+# Growing frames (``first_piece_bytes``, issue 29): the pool charges a large frame as its bytes
+# arrive, so its buffer must not be all there from the start either (a bytearray is zeroed, so
+# every page of it is resident). The buffer then starts at ``first_piece_bytes`` of body and
+# doubles, up to the frame, each time the caller calls ``grow_frame()`` (after reserving
+# ``next_capacity - capacity`` more): ``frame_buffer()`` is the unfilled tail of what is there,
+# empty when that is full. Doubling keeps the copies a resize may make below the frame's size
+# in total, and the buffer never more than twice what has arrived (plus the first piece).
 """Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
 
 from __future__ import annotations
@@ -139,6 +147,7 @@ class FrameDecoder:
         "_eof",
         "_failed",
         "_filled",
+        "_first_piece",
         "_frame",
         "_max",
         "_size",
@@ -146,11 +155,18 @@ class FrameDecoder:
     )
 
     def __init__(
-        self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, *, whole_frames: bool = False
+        self,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        *,
+        whole_frames: bool = False,
+        first_piece_bytes: int | None = None,
     ) -> None:
         if max_frame_bytes < 0:
             raise LocalProtocolError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+        if first_piece_bytes is not None and (first_piece_bytes < 1 or not whole_frames):
+            raise LocalProtocolError("first_piece_bytes needs whole_frames and must be >= 1")
         self._max = max_frame_bytes
+        self._first_piece = first_piece_bytes
         self._chunks: deque[memoryview] = deque()
         self._buffered = 0
         self._size: int | None = None
@@ -163,6 +179,35 @@ class FrameDecoder:
     @property
     def max_frame_bytes(self) -> int:
         return self._max
+
+    @property
+    def capacity(self) -> int:
+        """Whole-frame mode: the body bytes the pending frame's buffer holds now (the frame's
+        size unless it grows: see Strategy); 0 before its buffer exists."""
+        frame = self._frame
+        return len(frame) - SIZE_PREFIX_BYTES if frame is not None else 0
+
+    @property
+    def next_capacity(self) -> int:
+        """Whole-frame mode: what ``capacity`` becomes with ``grow_frame()`` (or when the buffer
+        is made): twice the current one, at least the first piece, at most the frame."""
+        size = self._size
+        if size is None:
+            return 0
+        first = self._first_piece
+        if first is None:
+            return size
+        return min(size, max(first, 2 * self.capacity))
+
+    @property
+    def missing_bytes(self) -> int:
+        """Body bytes of the pending frame not yet received (0 between frames)."""
+        size = self._size
+        if size is None:
+            return 0
+        frame = self._frame
+        in_frame = self._filled - SIZE_PREFIX_BYTES if frame is not None else 0
+        return size - in_frame - min(self._buffered, size - in_frame)
 
     @property
     def pending_frame_size(self) -> int | None:
@@ -180,7 +225,8 @@ class FrameDecoder:
         return self._buffered + (self._filled - SIZE_PREFIX_BYTES if frame is not None else 0)
 
     def frame_buffer(self) -> memoryview:
-        """Whole-frame mode: the unfilled tail of the pending frame, to receive into directly.
+        """Whole-frame mode: the unfilled tail of the pending frame's buffer, to receive into
+        directly (empty when a growing buffer is full: ``grow_frame()`` first).
 
         Report the bytes written at its start with :meth:`frame_filled`.
 
@@ -191,6 +237,20 @@ class FrameDecoder:
         if frame is None:
             raise LocalProtocolError("frame_buffer() needs a pending frame in whole-frame mode")
         return memoryview(frame)[self._filled :]
+
+    def grow_frame(self) -> None:
+        """Whole-frame mode: enlarge the pending frame's buffer to ``next_capacity`` and move
+        into it the bytes received past the old one.
+
+        Raises:
+            LocalProtocolError: no pending frame, or its buffer holds the whole frame already.
+        """
+        frame = self._pending_frame()
+        size = self._size
+        if frame is None or size is None or self.capacity == size:
+            raise LocalProtocolError("grow_frame() needs a pending frame that can grow")
+        frame += bytes(self.next_capacity - self.capacity)
+        self._absorb(frame)
 
     def frame_filled(self, count: int) -> None:
         """Whole-frame mode: ``count`` bytes were written at the start of :meth:`frame_buffer`."""
@@ -211,7 +271,7 @@ class FrameDecoder:
             self._eof = True
             return
         frame = self._pending_frame()
-        if frame is not None:  # whole-frame mode: straight into the pending frame
+        if frame is not None and not self._buffered:  # whole-frame mode: into the frame
             taken = min(len(data), len(frame) - self._filled)
             view = memoryview(data)
             frame[self._filled : self._filled + taken] = view[:taken]
@@ -280,14 +340,18 @@ class FrameDecoder:
         frame = self._frame
         size = self._size
         if frame is None and size is not None and self._whole:
-            frame = self._frame = bytearray(SIZE_PREFIX_BYTES + size)
+            frame = self._frame = bytearray(SIZE_PREFIX_BYTES + self.next_capacity)
             _SIZE.pack_into(frame, 0, size)
             self._filled = SIZE_PREFIX_BYTES
-            if self._buffered:  # body bytes that came with the prefix (a read ahead)
-                taken = min(self._buffered, size)
-                frame[SIZE_PREFIX_BYTES : SIZE_PREFIX_BYTES + taken] = self._take(taken)
-                self._filled += taken
+            self._absorb(frame)  # body bytes that came with the prefix (a read ahead)
         return frame
+
+    def _absorb(self, frame: bytearray) -> None:
+        """Move buffered bytes (received before the frame's buffer had room) into it."""
+        if self._buffered:
+            taken = min(self._buffered, len(frame) - self._filled)
+            frame[self._filled : self._filled + taken] = self._take(taken)
+            self._filled += taken
 
     def _next_whole_frame(self) -> memoryview | Sentinel:
         size = self._size
@@ -319,14 +383,15 @@ class FrameDecoder:
             if not 0 <= size <= self._max:
                 size = read_frame_size(prefix, self._max)  # raises the right error
             self._size = size
-            if self._buffered >= size:  # the whole frame came with its prefix: assemble it
-                self._pending_frame()
+            if self._buffered >= size and self.next_capacity == size:
+                self._pending_frame()  # the whole frame came with its prefix: assemble it
             # else its buffer waits for frame_buffer() or receive_data(): after the caller's
             # pool reservation, even when a read ahead brought part of the body along
         frame = self._frame
-        missing = size - (self._filled - SIZE_PREFIX_BYTES if frame is not None else 0)
-        if missing:
-            if self._eof:
+        missing = self.missing_bytes
+        if missing or frame is None or len(frame) - SIZE_PREFIX_BYTES < size:
+            # (all in hand but past a growing buffer: the caller grows it first)
+            if self._eof and missing:
                 raise TruncatedFrame(f"stream ended {missing} bytes short of a frame")
             return NEED_DATA
         assert frame is not None

@@ -87,6 +87,7 @@ from proxy.errors import (
 from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter
 from proxy.held.delayed import DelayedProduce
 from proxy.held.service import FetchTicket
+from proxy.memory import Lease
 from proxy.rewrite import (
     LocalAnswer,
     RequestPlan,
@@ -119,6 +120,10 @@ _API_VERSIONS = int(ApiKey.API_VERSIONS)
 #: frames come several per receive; what a client sends this way is held before its pool
 #: reservation, at most this much per connection.
 _READ_AHEAD = 16 * 1024
+#: A larger request is reserved from the pool this much at a time (doubling), as its bytes
+#: arrive (proxy/framed.py, issue 29): a client that declares a large frame and sends nothing
+#: holds this much, not the frame. Requests this small (nearly all) are reserved in one go.
+_FIRST_PIECE_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -284,8 +289,8 @@ class ClientConnection:
         # muting is the proxy's doing, not the client's, and is not timed (stand_down). It
         # also writes the requests deferred below before it waits.
         timeouts = ReadTimeouts(timeout, idle_s, frame_s)
-        reader = FrameReader(self.client, max_frame, read_ahead=_READ_AHEAD,
-                             timeouts=timeouts, flush=link)  # fmt: skip
+        reader = FrameReader(self.client, max_frame, read_ahead=_READ_AHEAD, timeouts=timeouts,
+                             flush=link, first_piece_bytes=_FIRST_PIECE_BYTES)  # fmt: skip
         size = 0
         try:
             with services.drain.reading(), timeout:
@@ -297,15 +302,17 @@ class ClientConnection:
                     size = announced
                     arrival_s, ts = trio.current_time(), time.time()
                     # Muted time is time parked in the pool, not the checkpoint of a free
-                    # allocation: try first, park only when the pool is out of memory.
-                    lease, muted_s = pool.try_allocate(size), 0.0
+                    # allocation: try first, park only when the pool is out of memory. A large
+                    # frame's lease grows as its bytes arrive (reader.finish).
+                    first_piece = min(size, _FIRST_PIECE_BYTES)
+                    lease, muted_s = pool.try_allocate(first_piece), 0.0
                     if lease is None:
                         await link.flush()
                         timeouts.stand_down()
-                        lease = await pool.allocate(size)
+                        lease = await pool.allocate(first_piece)
                         muted_s = trio.current_time() - arrival_s
                     with lease:
-                        frame = await self._read_body(reader, size)
+                        frame = await self._read_body(reader, size, lease)
                         body = memoryview(frame)[_SIZE_BYTES:]
                         # An idle consumer's repeated fetch is held from its bytes (fetches.py).
                         repeat = held_fetch = None
@@ -417,10 +424,11 @@ class ClientConnection:
             )
         return size
 
-    async def _read_body(self, reader: FrameReader, size: int) -> bytearray:
-        """The whole frame, prefix included, read straight into one buffer."""
+    async def _read_body(self, reader: FrameReader, size: int, lease: Lease) -> bytearray:
+        """The whole frame, prefix included, read straight into one buffer (``lease`` grows
+        with it)."""
         try:
-            return await reader.finish()
+            return await reader.finish(lease)
         except PeerClosed as closed:
             raise ClientClosed(
                 f"client closed the connection after {closed.received} of {size} bytes"
