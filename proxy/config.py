@@ -196,6 +196,9 @@ class MemorySection(_Section):
     """Pool size in bytes (64MiB etc. accepted); -1 disables (Kafka: queued.max.request.bytes)."""
     socket_request_max_bytes: Bytes = ByteSize(100 * 1024 * 1024)
     """Largest request frame accepted from a client (Kafka: socket.request.max.bytes)."""
+    unauthenticated_request_max_bytes: ByteSize = ByteSize(512 * 1024)
+    """With client_auth = "passthrough", largest request frame accepted before the cluster has
+    accepted the client (Kafka: sasl.server.max.receive.size); larger ones close it."""
     tight_fraction: float = Field(default=0.10, gt=0.0, lt=1.0)
     """Below this share of the pool, waiting connections are served in random order."""
 
@@ -244,6 +247,13 @@ class ConnectionsSection(_Section):
     """Close a client connection idle this long (Kafka: connections.max.idle.ms)."""
     frame_timeout_ms: int = Field(default=30_000, ge=1)
     """Close a client that starts a frame and does not finish it within this time."""
+    send_timeout_ms: int = Field(default=30_000, ge=1)
+    """Close a client that does not take an answer within this time once writing it has to
+    wait, releasing the memory the answer holds (Kafka clients' own request.timeout.ms)."""
+    authentication_timeout_ms: int = Field(default=30_000, ge=1)
+    """With client_auth = "passthrough", close a client the cluster has not accepted this long
+    after it connected, and its upstream connection with it (Kafka's Java client allows
+    socket.connection.setup.timeout.max.ms, 30 s, for connecting and authenticating)."""
     shutdown_drain_ms: int = Field(default=5_000, ge=0)
     """On SIGTERM/SIGINT, how long in-flight requests may take to finish."""
     upstream_idle_timeout_ms: int = Field(default=30_000, ge=0)

@@ -16,6 +16,8 @@
 #         │   └── ClientLeft           ... or with answers owed: a normal exit (client_closed)
 #         ├── IdleTimeout              no request for connections.idle_timeout_ms
 #         ├── FrameTimeout             a frame not complete in connections.frame_timeout_ms
+#         ├── SendTimeout              an answer not taken in connections.send_timeout_ms
+#         ├── AuthenticationTimeout    passthrough: not accepted by the cluster in time
 #         ├── UpstreamFailed           no upstream, or it broke, closed or answered out of order
 #         └── ConnectionBroken         a stream broke under us (reset, closed resource)
 #
@@ -30,6 +32,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationTimeout",
     "ClientClosed",
     "ClientLeft",
     "ClientProtocolError",
@@ -43,6 +46,7 @@ __all__ = [
     "PoolExhausted",
     "PoolMisuse",
     "ProxyError",
+    "SendTimeout",
     "StartupError",
     "UpstreamFailed",
     "UpstreamUnavailable",
@@ -152,6 +156,20 @@ class FrameTimeout(ConnectionClosed):
     """A frame whose size was read did not complete within ``connections.frame_timeout_ms``."""
 
     kind = "frame_timeout"
+
+
+class SendTimeout(ConnectionClosed):
+    """The client did not take an answer within ``connections.send_timeout_ms`` once writing
+    it had to wait: it holds the answer's memory and reads nothing."""
+
+    kind = "send_timeout"
+
+
+class AuthenticationTimeout(ConnectionClosed):
+    """Passthrough: the cluster had not accepted the client's authentication within
+    ``connections.authentication_timeout_ms`` of its connecting."""
+
+    kind = "authentication_timeout"
 
 
 class UpstreamFailed(ConnectionClosed):

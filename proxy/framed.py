@@ -62,6 +62,13 @@
 # wait (it then fires up to 12.5 % late, never early). Moving a scope's deadline costs a few
 # µs, so a frame already in hand costs none, and an idle consumer's wait rarely one.
 #
+# Send timeout (issue 29): a StreamWriter given a `WriteTimeout` arms its scope's deadline when
+# a write has to wait for room (the client is not reading) and clears it once everything queued
+# is written, so a client that does not take an answer within the timeout is cut, whatever the
+# answer's size, and one that reads costs nothing: a write the kernel takes at once never moves
+# a deadline. Streams that are not plain sockets (TLS, tests' memory streams) cannot tell in
+# advance: there every write arms and clears it (a few µs each).
+#
 # Every piece of partial progress lives in the decoder, so a read may be cancelled at any point
 # (a held produce's deadline) and the next call resumes where it stopped.
 """Frames from a trio stream, read through wire's FrameDecoder: prefix first, then the body."""
@@ -91,6 +98,7 @@ __all__ = [
     "PeerClosed",
     "ReadTimeouts",
     "StreamWriter",
+    "WriteTimeout",
 ]
 
 #: No limit but the wire's own (a signed 32-bit size): for answers from a trusted broker.
@@ -165,6 +173,34 @@ class ReadTimeouts:
 
 #: How late a reused deadline may fire, as a fraction of its timeout.
 _LATE = 0.125
+
+
+class WriteTimeout:
+    """The deadline a StreamWriter arms on ``scope`` while a write waits (see Strategy).
+
+    Args:
+        scope: a cancel scope around the writer's user (the response pump).
+        seconds: the longest a write may wait for the peer to take what it is given.
+    """
+
+    __slots__ = ("_armed", "scope", "seconds")
+
+    def __init__(self, scope: trio.CancelScope, seconds: float) -> None:
+        self.scope = scope
+        self.seconds = seconds
+        self._armed = False
+
+    def arm(self) -> None:
+        """A write has to wait: it must be done ``seconds`` from now (once per write)."""
+        if not self._armed:
+            self._armed = True
+            self.scope.deadline = trio.current_time() + self.seconds
+
+    def done(self) -> None:
+        """Everything queued is written."""
+        if self._armed:
+            self._armed = False
+            self.scope.deadline = math.inf
 
 
 class FrameReader:
@@ -439,12 +475,15 @@ class StreamWriter:
 
     Not safe for two tasks at once (nor is the stream's own send_all); one writer per
     direction of a connection.
+
+    ``timeout``: armed while a write waits for the peer (see Strategy), or None.
     """
 
-    __slots__ = ("_pending", "_socket", "_stream", "pending_bytes")
+    __slots__ = ("_pending", "_socket", "_stream", "_timeout", "pending_bytes")
 
-    def __init__(self, stream: trio.abc.SendStream) -> None:
+    def __init__(self, stream: trio.abc.SendStream, timeout: WriteTimeout | None = None) -> None:
         self._stream = stream
+        self._timeout = timeout
         self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
         self._pending: deque[bytes | bytearray | memoryview] = deque()
         self.pending_bytes = 0
@@ -493,9 +532,11 @@ class StreamWriter:
             except OSError as error:
                 raise trio.BrokenResourceError(f"socket failed: {error}") from error
             if sent == len(view):
+                if self._timeout is not None:
+                    self._timeout.done()
                 return
             view = view[sent:]
-            await trio.lowlevel.wait_writable(socket)
+            await self._wait_writable(socket)
 
     async def send_parts(self, parts: Iterable[bytes | bytearray | memoryview]) -> None:
         """Write what was deferred, then ``parts`` in order without joining them (writev: a
@@ -510,11 +551,16 @@ class StreamWriter:
         if not pending:
             return
         socket = self._socket
+        timeout = self._timeout
         if socket is None:
             data = b"".join(pending)
             pending.clear()
             self.pending_bytes = 0
+            if timeout is not None:
+                timeout.arm()
             await self._stream.send_all(data)
+            if timeout is not None:
+                timeout.done()
             return
         while True:
             try:
@@ -529,6 +575,8 @@ class StreamWriter:
             self.pending_bytes -= sent
             if not self.pending_bytes:
                 pending.clear()
+                if timeout is not None:
+                    timeout.done()
                 return
             partial = sent < sum(len(part) for part in islice(pending, _MAX_IOV))
             while sent:
@@ -540,7 +588,13 @@ class StreamWriter:
                     pending[0] = memoryview(head)[sent:]
                     sent = 0
             if partial:  # the socket is full (else: the next batch of buffers at once)
-                await trio.lowlevel.wait_writable(socket)
+                await self._wait_writable(socket)
+
+    async def _wait_writable(self, socket: trio.socket.SocketType) -> None:
+        """Wait for room in the socket, under the write's deadline."""
+        if self._timeout is not None:
+            self._timeout.arm()
+        await trio.lowlevel.wait_writable(socket)
 
 
 def _unlimit_unsent(socket: trio.socket.SocketType) -> None:

@@ -28,7 +28,11 @@
 # client_auth = "passthrough" (issue 16): the upstream connection is opened without the proxy's
 # SASL and carries the client's own SaslHandshake / SaslAuthenticate. Nothing is held or
 # answered from the proxy's state until the cluster has accepted the client
-# (proxy/connection/client_auth.py); a held fetch's reads then go on this connection.
+# (proxy/connection/client_auth.py); a held fetch's reads then go on this connection. Until
+# then the client is bounded as a Kafka SASL listener bounds it (issue 29): frames up to
+# memory.unauthenticated_request_max_bytes while its SASL exchange is under way, and
+# connections.authentication_timeout_ms from connect to acceptance (the connection, and its
+# upstream connection, end there: `_auth_scope`).
 #
 # Sockets (proxy/framed.py): reads bring up to _READ_AHEAD bytes at once; a pump defers its
 # write while the next frame is already in hand, so a pipelined batch goes out with one writev
@@ -76,6 +80,7 @@ from proxy.connection.upstream_link import CONNECTION_BOUND_APIS, UpstreamLink, 
 from proxy.error_peek import peek_error_code
 from proxy.errors import (
     AuthenticationFailed,
+    AuthenticationTimeout,
     ClientClosed,
     ClientLeft,
     ClientProtocolError,
@@ -83,8 +88,9 @@ from proxy.errors import (
     ConnectionClosed,
     FrameTimeout,
     IdleTimeout,
+    SendTimeout,
 )
-from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter
+from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter, WriteTimeout
 from proxy.held.delayed import DelayedProduce
 from proxy.held.service import FetchTicket
 from proxy.memory import Lease
@@ -148,7 +154,11 @@ class ClientConnection:
     ) -> None:
         self._services = services
         self.client = stream
-        self._client_out = StreamWriter(stream)  # the response pump's only
+        # The response pump's only writer; its scope cuts a client that does not take an
+        # answer (connections.send_timeout_ms, proxy/framed.py).
+        self._send_scope = trio.CancelScope()
+        send_timeout_s = services.config.connections.send_timeout_ms / 1000
+        self._client_out = StreamWriter(stream, WriteTimeout(self._send_scope, send_timeout_s))
         self.node_id = node_id
         self.connection_id = connection_id
         self.peer = peer_name(stream)
@@ -183,6 +193,9 @@ class ClientConnection:
             )
         self._answer_wait = trio.CancelScope()
         self._held_answer: _HeldAnswer | None = None
+        # Passthrough: the connection must be accepted by the cluster before this deadline
+        # (set when it starts to run, cleared by the first acceptance).
+        self._auth_scope = trio.CancelScope()
 
     def __repr__(self) -> str:
         target = "bootstrap" if self.node_id is None else f"broker {self.node_id}"
@@ -198,14 +211,23 @@ class ClientConnection:
         metrics = self._services.metrics
         metrics.connections_open.inc()
         internal = False
+        auth_timeout_s = self._services.config.connections.authentication_timeout_ms / 1000
+        if not self._auth.accepted_once:
+            self._auth_scope.deadline = trio.current_time() + auth_timeout_s
         try:
             # The upstream link's idle watch lives beside the pumps and ends with them.
-            async with trio.open_nursery() as beside:
-                self._upstream.bind(beside)
-                async with trio.open_nursery() as pumps:
-                    pumps.start_soon(self._guard, pumps, self._pump_responses)
-                    await self._guard(pumps, self._pump_requests)
-                beside.cancel_scope.cancel()
+            with self._auth_scope:
+                async with trio.open_nursery() as beside:
+                    self._upstream.bind(beside)
+                    async with trio.open_nursery() as pumps:
+                        pumps.start_soon(self._guard, pumps, self._pump_responses)
+                        await self._guard(pumps, self._pump_requests)
+                    beside.cancel_scope.cancel()
+            if self._auth_scope.cancelled_caught:
+                raise AuthenticationTimeout(
+                    f"the cluster had not accepted the client within {auth_timeout_s:g} s of "
+                    "its connecting (connections.authentication_timeout_ms)"
+                )
         except ConnectionClosed as reason:
             self._conn.note_closed(reason)
         except Exception:
@@ -217,6 +239,7 @@ class ClientConnection:
                 self._fetches.abandon()
             if self._held_answer is not None:
                 self._held_answer.operation.force_complete()
+            self._upstream.release_answer()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.client)
                 await self._upstream.aclose()
@@ -283,6 +306,12 @@ class ClientConnection:
         idle_s = connections.idle_timeout_ms / 1000
         frame_s = connections.frame_timeout_ms / 1000
         max_frame = int(services.config.memory.socket_request_max_bytes)
+        auth = self._auth
+        # Frames while a passthrough client's SASL exchange is under way (client_auth.py); a
+        # listener the proxy's own connections reach without SASL has no such phase.
+        sasl_max: int | None = None
+        if auth.passthrough and services.config.upstream.sasl.mechanism:
+            sasl_max = int(services.config.memory.unauthenticated_request_max_bytes)
         pool, link, fetches = services.pool, self._upstream, self._fetches
         timeout = trio.CancelScope()
         # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
@@ -300,6 +329,12 @@ class ClientConnection:
                     if announced is None:
                         return
                     size = announced
+                    if sasl_max is not None and size > sasl_max and auth.in_sasl:
+                        raise ClientProtocolError(
+                            f"frame of {size} bytes before the client authenticated; at most "
+                            f"{sasl_max} (memory.unauthenticated_request_max_bytes, Kafka's "
+                            "sasl.server.max.receive.size)"
+                        )
                     arrival_s, ts = trio.current_time(), time.time()
                     # Muted time is time parked in the pool, not the checkpoint of a free
                     # allocation: try first, park only when the pool is out of memory. A large
@@ -443,27 +478,34 @@ class ClientConnection:
         deadline; one scope serves every produce until one expires (a scope per produce cost
         ~15 us in profiles, more than the rest of holding it). Leaving the scope — the deadline
         won, or the answer arrived as it passed — lands here, where the produce is settled and
-        a fresh scope is opened.
+        a fresh scope is opened. Around it all, ``self._send_scope``: its deadline stands only
+        while a write waits for the client (connections.send_timeout_ms).
         """
-        while True:
-            self._answer_wait = trio.CancelScope()
-            with self._answer_wait:
-                await self._answer_in_order()
-                if self._held_answer is None:
-                    return  # the request side ended; every response was sent
-            held = self._held_answer
-            assert held is not None
-            self._held_answer = None
-            slot = held.slot
-            if held.frame is not None:
-                held.operation.force_complete()
-                await self._send_produce_answer(slot, held.frame)
-                continue
-            held.operation.expire()
-            self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
-            timed_out = produce_timed_out(slot.plan)
-            await self._client_out.send_all(timed_out)
-            self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
+        with self._send_scope:
+            while True:
+                self._answer_wait = trio.CancelScope()
+                with self._answer_wait:
+                    await self._answer_in_order()
+                    if self._held_answer is None:
+                        return  # the request side ended; every response was sent
+                held = self._held_answer
+                assert held is not None
+                self._held_answer = None
+                slot = held.slot
+                if held.frame is not None:
+                    held.operation.force_complete()
+                    await self._send_produce_answer(slot, held.frame)
+                    continue
+                held.operation.expire()
+                self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
+                timed_out = produce_timed_out(slot.plan)
+                await self._client_out.send_all(timed_out)
+                self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
+        timeout_s = self._services.config.connections.send_timeout_ms / 1000
+        raise SendTimeout(
+            f"client did not take its answer within {timeout_s:g} s "
+            "(connections.send_timeout_ms); its memory is released"
+        )
 
     async def _answer_in_order(self) -> None:
         """Answer slots in order; return when the request side has ended, or when a held
@@ -517,6 +559,8 @@ class ClientConnection:
         if self._auth.passthrough:
             self._auth.learn(header.api_key, header.api_version, body, error_code,
                              trio.current_time())  # fmt: skip
+            if self._auth.accepted_once:
+                self._auth_scope.deadline = math.inf
         out: bytes | bytearray = frame
         if plan.rewrite:
             rewritten = rewrite_response(plan, body, self._services.brokers)
@@ -531,6 +575,7 @@ class ClientConnection:
             writer.defer(out)
         else:
             await writer.send_all(out)
+        self._upstream.release_answer()  # written (or, small, deferred: DEFER_MAX_BYTES)
         self._report(slot, error_code, len(out), received_s, "error" if error_code else "ok")
         if error_code and header.api_key == ApiKey.SASL_AUTHENTICATE:
             raise AuthenticationFailed(

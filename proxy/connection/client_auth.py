@@ -22,6 +22,17 @@
 #
 # Until `trusted`, the connection forwards every request as it is (ApiVersions included: the
 # only answer from proxy state is the rewrite of the cluster's own ApiVersions answer).
+#
+# Bounds before authentication (issue 29; proxy/connection/client.py enforces them):
+#   in_sasl    until the cluster answers a SaslAuthenticate with success (or accepts the
+#              client), the client is where a Kafka SASL listener reads with
+#              sasl.server.max.receive.size: its frames are bounded by
+#              memory.unauthenticated_request_max_bytes. (Past a successful step the next frame
+#              is another small step or, SASL done, any request: the cluster closes a
+#              connection that sends one too early, and honest memory charges what is sent.)
+#   accepted_once  the time from connect to the cluster's first acceptance is bounded by
+#              connections.authentication_timeout_ms; a re-authentication is not timed again
+#              (KIP-368: the cluster closes a session that expires).
 # No I/O: the client connection feeds it responses and asks it before holding a request.
 """What the cluster has confirmed about a passthrough client's authentication."""
 
@@ -47,12 +58,16 @@ class ClientAuthentication:
             own identity) trusts every client from the start.
     """
 
-    __slots__ = ("_confirmed", "_expires_s", "passthrough")
+    __slots__ = ("_confirmed", "_expires_s", "accepted_once", "in_sasl", "passthrough")
 
     def __init__(self, passthrough: bool) -> None:
         self.passthrough = passthrough
         self._confirmed = not passthrough
         self._expires_s = math.inf
+        #: The cluster has accepted the client at least once (see the module header).
+        self.accepted_once = not passthrough
+        #: No SASL step has succeeded and nothing else was answered yet.
+        self.in_sasl = passthrough
 
     def __repr__(self) -> str:
         state = "confirmed" if self._confirmed else "unconfirmed"
@@ -71,10 +86,12 @@ class ClientAuthentication:
     def answered(self, api_key: int) -> None:
         """The cluster answered a request of ``api_key`` on this client's connection."""
         if api_key not in _SASL_STEPS:
-            self._confirmed = True
+            self._confirmed = self.accepted_once = True
+            self.in_sasl = False
 
     def authenticated(self, session_lifetime_ms: int, now_s: float) -> None:
         """A SaslAuthenticate succeeded; ``session_lifetime_ms`` > 0 bounds the session."""
+        self.in_sasl = False
         if session_lifetime_ms > 0:
             self._expires_s = now_s + session_lifetime_ms / 1000
 

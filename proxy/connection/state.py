@@ -16,7 +16,10 @@
 #             an optional entry is to be skipped, and anything else means the connection is out
 #             of step (UpstreamFailed). The response pump may send reads of its own for a
 #             held fetch (passthrough: `expect_own_answer`, with an id no client request has
-#             in flight); their answers are required entries like any other.
+#             in flight); their answers are required entries like any other. An entry is also
+#             *paid* when its answer's memory was reserved before it was sent (a held fetch's
+#             response budget, proxy/held/service.py); the upstream link reserves the others'
+#             as it reads them (`next_answer_paid`, proxy/connection/upstream_link.py).
 #
 # Slots are frozen dataclasses, one class per kind, so the response pump dispatches on the type
 # and no slot carries fields that mean nothing for its kind. Every way the connection can end
@@ -176,8 +179,8 @@ class Connection:
     def __init__(self, max_in_flight: int) -> None:
         self._max_in_flight = max_in_flight
         self._owed: deque[Slot] = deque()
-        # (correlation id, optional) in the order the requests went upstream.
-        self._upstream: deque[tuple[int, bool]] = deque()
+        # (correlation id, optional, paid) in the order the requests went upstream.
+        self._upstream: deque[tuple[int, bool, bool]] = deque()
         # How many entries of the upstream ledger are optional.
         self._optional = 0
         self._ended = False
@@ -197,30 +200,39 @@ class Connection:
     def owe(self, slot: Slot | Unanswered) -> None:
         """Record a request, in request order: what the client is owed, what goes upstream."""
         if isinstance(slot, Unanswered):
-            self._upstream.append((slot.plan.header.correlation_id, True))
+            self._upstream.append((slot.plan.header.correlation_id, True, False))
             self._optional += 1
             while self._optional > MAX_OPTIONAL and self._upstream[0][1]:
                 self._upstream.popleft()
                 self._optional -= 1
             return
-        # Local and HeldRepeat send nothing upstream; a HeldFetch only its own first look.
-        if isinstance(slot, Forwarded | HeldProduce) or (
-            isinstance(slot, HeldFetch) and slot.first_sent and slot.ahead_id is None
-        ):
-            self._upstream.append((slot.plan.header.correlation_id, False))
+        # Local and HeldRepeat send nothing upstream; a HeldFetch only its own first look,
+        # whose response budget the fetch reserved before it was sent.
+        if isinstance(slot, Forwarded | HeldProduce):
+            self._upstream.append((slot.plan.header.correlation_id, False, False))
+        elif isinstance(slot, HeldFetch) and slot.first_sent and slot.ahead_id is None:
+            self._upstream.append((slot.plan.header.correlation_id, False, True))
         self._owed.append(slot)
 
     def expect_own_answer(self) -> int:
         """A correlation id for a request of the proxy's own on this upstream connection
-        (sent now, after everything already in the ledger), recorded as awaited."""
-        in_flight = {expected for expected, _ in self._upstream}
+        (sent now, after everything already in the ledger), recorded as awaited; its answer's
+        memory is paid for by the caller (a held fetch's response budget)."""
+        in_flight = {expected for expected, _, _ in self._upstream}
         while True:
             correlation_id = self._own_ids
             self._own_ids = -1 if correlation_id <= -(2**31) + 1 else correlation_id - 1
             if correlation_id not in in_flight:
                 break
-        self._upstream.append((correlation_id, False))
+        self._upstream.append((correlation_id, False, True))
         return correlation_id
+
+    @property
+    def next_answer_paid(self) -> bool:
+        """Whether the next upstream answer was paid for when its request was sent (an
+        optional entry first counts as unpaid: it or a later answer comes next)."""
+        ledger = self._upstream
+        return bool(ledger) and ledger[0][2]
 
     @property
     def upstream_idle(self) -> bool:
@@ -252,7 +264,7 @@ class Connection:
         """
         ledger = self._upstream
         while ledger:
-            expected, optional = ledger.popleft()
+            expected, optional, _ = ledger.popleft()
             self._optional -= optional
             if expected == correlation_id:
                 return not optional
@@ -266,9 +278,9 @@ class Connection:
         """The client was answered without the upstream (a produce's timeout passed): its
         upstream answer, if it still comes, is to be skipped."""
         ledger = self._upstream
-        for position, (expected, optional) in enumerate(ledger):
+        for position, (expected, optional, paid) in enumerate(ledger):
             if expected == correlation_id and not optional:
-                ledger[position] = (expected, True)
+                ledger[position] = (expected, True, paid)
                 self._optional += 1
                 return
 

@@ -14,6 +14,13 @@
 #            `own_request`; a read-ahead, `send_ahead`) can answers to later client requests
 #            come before the one it awaits: they wait in `_early` for their turn (a read-ahead's
 #            answer waits there for the client's next fetch, or is dropped, `drop`).
+#   memory   an answer is read within the pool (KIP-72, issue 29): its size first, then its
+#            bytes are reserved (waiting if the pool is out of memory: the upstream read is
+#            muted, TCP holds the rest at the broker), then its body. Answers whose memory was
+#            reserved before their request went (a held fetch's response budget: the ledger's
+#            `next_answer_paid`) are not charged twice. The response pump releases an answer's
+#            lease once it has written it to the client (`release_answer`), so a client that
+#            does not read holds one answer of the pool until connections.send_timeout_ms.
 #
 # Writes go through a StreamWriter (proxy/framed.py): the request pump may `defer` a frame
 # while the client's next one is already in hand, so a pipelined batch goes upstream in one
@@ -42,6 +49,7 @@ from proxy.connection.services import ConnectionServices
 from proxy.connection.state import Connection
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
 from proxy.framed import Flushable, FrameReader, PeerClosed, StreamWriter
+from proxy.memory import Lease
 from wire.apis import ApiKey
 from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header
@@ -93,7 +101,10 @@ class UpstreamLink:
         self._reader: FrameReader | None = None
         self._out: StreamWriter | None = None
         self._used_s = 0.0
-        self._early: dict[int, bytearray] = {}
+        self._pool = services.pool
+        # Answers read for a later taker, with their leases (None: paid before they were sent).
+        self._early: dict[int, tuple[bytearray, Lease | None]] = {}
+        self._answer_lease: Lease | None = None  # the last answer's, until it is written
         self._send_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._forwarding = False  # between owing a slot and sending its frame (forward)
@@ -210,27 +221,71 @@ class UpstreamLink:
 
     async def answer(self, correlation_id: int) -> bytearray:
         """The upstream's answer to ``correlation_id`` (size prefix included), skipping
-        answers nobody waits for (acks=0 produces, produces already timed out).
+        answers nobody waits for (acks=0 produces, produces already timed out). Its memory
+        is the pool's until ``release_answer`` (or the next ``answer``).
 
         Raises:
             UpstreamFailed: the broker closed the connection, or answered out of step.
         """
+        self.release_answer()
         if self._early:
             early = self._early.pop(correlation_id, None)
             if early is not None:
-                return early
-        conn, reader = self._conn, self._reader
-        assert reader is not None  # a slot that awaits an answer opened the connection
+                frame, self._answer_lease = early
+                return frame
+        conn = self._conn
         while True:
-            try:
-                frame = await reader.next_frame()
-            except PeerClosed:
-                raise UpstreamFailed("upstream broker closed the connection") from None
+            frame, lease = await self._read_answer()
             answered = answered_id(frame)
             if conn.upstream_answer(answered):
                 if answered == correlation_id:
+                    self._answer_lease = lease
                     return frame
-                self._early[answered] = frame  # the ledger vouches it was sent before ours
+                self._early[answered] = (frame, lease)  # the ledger: it was sent before ours
+            elif lease is not None:
+                lease.release()
+
+    def release_answer(self) -> None:
+        """The last answer is written (or dropped): its memory is the pool's again."""
+        lease, self._answer_lease = self._answer_lease, None
+        if lease is not None:
+            lease.release()
+
+    async def _read_answer(self) -> tuple[bytearray, Lease | None]:
+        """The next upstream frame, read within the pool unless it was paid for already."""
+        reader = self._reader
+        assert reader is not None  # a slot that awaits an answer opened the connection
+        try:
+            size = await reader.next_size()
+            if size is None:
+                raise PeerClosed(0)
+            lease = None
+            if not self._conn.next_answer_paid:
+                lease = await self._reserve(size)
+            try:
+                return await reader.finish(), lease
+            except BaseException:
+                if lease is not None:
+                    lease.release()
+                raise
+        except PeerClosed:
+            raise UpstreamFailed("upstream broker closed the connection") from None
+
+    async def _reserve(self, size: int) -> Lease:
+        """Pool memory for an answer of ``size`` bytes (an answer above the largest
+        allocation is charged that much), waiting if the pool is out of memory. Handed off:
+        the response pump releases it, and may wait for other memory meanwhile (a held
+        fetch's budget) without holding up anyone else's release."""
+        pool = self._pool
+        charge = max(1, min(size, pool.max_allocation_bytes))
+        lease = pool.try_allocate(charge)
+        if lease is None:
+            flush = self._flush_before_wait
+            if flush is not None and flush.pending_bytes:
+                await flush.flush()  # the client's deferred answers do not wait for memory
+            lease = await pool.allocate(charge)
+        lease.hand_off()
+        return lease
 
     async def own_request(
         self, api_key: int, version: int, client_id: str | None, body: bytes | bytearray
@@ -269,13 +324,19 @@ class UpstreamLink:
         """Nobody wants the answer to ``correlation_id`` any more (a discarded read-ahead):
         forgotten if it was read already, skipped when it comes (Connection.give_up)."""
         self._conn.give_up(correlation_id)
-        self._early.pop(correlation_id, None)
+        early = self._early.pop(correlation_id, None)
+        if early is not None and early[1] is not None:
+            early[1].release()
 
     async def aclose(self) -> None:
-        """Close the connection; answers it still owed are forgotten."""
+        """Close the connection; answers it still owed are forgotten (the last answer's
+        lease stays with the response pump writing it: ``release_answer``)."""
         stream, self._stream, self._reader, self._out = self._stream, None, None, None
         if stream is not None:
             self._conn.forget_upstream()
+            for _, lease in self._early.values():
+                if lease is not None:
+                    lease.release()
             self._early.clear()
             self._services.metrics.upstream_open.dec()
             await trio.aclose_forcefully(stream)

@@ -56,9 +56,12 @@ class MemoryListeners:
         listener = self._listeners[port] = _MemoryListener()
         return listener, port
 
-    async def connect(self, port: int) -> trio.abc.Stream:
-        """A client connection to the proxy's listener on ``port``."""
-        client_end, proxy_end = trio.testing.memory_stream_pair()
+    async def connect(self, port: int, *, lockstep: bool = False) -> trio.abc.Stream:
+        """A client connection to the proxy's listener on ``port``; ``lockstep``: without
+        buffering, so the proxy's writes wait until the client reads (a client that does not
+        read holds the proxy's answer)."""
+        pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
+        client_end, proxy_end = pair()
         await self._listeners[port].send.send(proxy_end)
         return client_end
 
@@ -122,9 +125,11 @@ class InProcessProxy:
         assert port is not None
         return port
 
-    async def client(self, port: int | None = None) -> WireClient:
-        """A client on the broker's port (default) or ``port`` (e.g. the bootstrap port)."""
-        return WireClient(await self.listeners.connect(port or self.broker_port))
+    async def client(self, port: int | None = None, *, lockstep: bool = False) -> WireClient:
+        """A client on the broker's port (default) or ``port`` (e.g. the bootstrap port);
+        ``lockstep``: see MemoryListeners.connect."""
+        stream = await self.listeners.connect(port or self.broker_port, lockstep=lockstep)
+        return WireClient(stream)
 
 
 def config(**sections: dict[str, Any]) -> Config:

@@ -153,6 +153,8 @@ class ScriptedBroker:
         self.max_blobs_per_fetch: int | None = None
         #: Every Fetch received: (correlation id, request).
         self.fetch_requests: list[tuple[int, FetchRequest]] = []
+        #: Connections being served now (the proxy's upstream sockets that are open).
+        self.open_connections = 0
         self._appended = trio.lowlevel.ParkingLot()
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
@@ -174,6 +176,13 @@ class ScriptedBroker:
 
     async def serve(self, stream: trio.abc.Stream) -> None:
         """Answer one connection's requests in order until it closes."""
+        self.open_connections += 1
+        try:
+            await self._serve(stream)
+        finally:
+            self.open_connections -= 1
+
+    async def _serve(self, stream: trio.abc.Stream) -> None:
         decoder = FrameDecoder()
         session = _Session()
         async with stream:
