@@ -93,9 +93,11 @@ from proxy.errors import InvalidAllocation, InvalidRelease, PoolExhausted, Would
 __all__ = [
     "ArrivalOrder",
     "Lease",
+    "LeaseShare",
     "MemoryPool",
     "MemoryPoolStatistics",
     "RandomWhenTight",
+    "SharedLease",
     "Waiter",
     "WakeOrder",
 ]
@@ -195,6 +197,67 @@ class Lease:
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
         return f"<Lease {self.size_bytes} bytes, {state}>"
+
+
+@final
+class SharedLease:
+    """One lease that several holders keep together: an upstream read whose answer many
+    clients are given is charged once, and given back when the last of them lets go.
+
+    Args:
+        lease: the reader's lease, handed off (its release no longer depends on one task).
+        holders: how many parts (``part``) will be taken; each is released once.
+    """
+
+    __slots__ = ("_holders", "_lease")
+
+    def __init__(self, lease: Lease, holders: int) -> None:
+        lease.hand_off()
+        self._lease = lease
+        self._holders = holders
+
+    @property
+    def size_bytes(self) -> int:
+        return self._lease.size_bytes
+
+    def part(self) -> LeaseShare:
+        """One holder's part (counted in ``holders``)."""
+        return LeaseShare(self)
+
+    def let_go(self) -> None:
+        """A holder counted in ``holders`` is done with it (without having taken a part, or
+        through its part's ``release``)."""
+        self._holders -= 1
+        if not self._holders:
+            self._lease.release()
+
+    def __repr__(self) -> str:
+        return f"<SharedLease {self.size_bytes} bytes, {self._holders} holders>"
+
+
+@final
+class LeaseShare:
+    """One holder's part of a SharedLease; what a Lease is to one holder (``release``)."""
+
+    __slots__ = ("_shared", "released")
+
+    def __init__(self, shared: SharedLease) -> None:
+        self._shared = shared
+        self.released = False
+
+    @property
+    def size_bytes(self) -> int:
+        return self._shared.size_bytes
+
+    def release(self) -> None:
+        """Let go of this part (once); the last part gives the memory back."""
+        if self.released:
+            raise InvalidRelease(f"{self!r} released twice")
+        self.released = True
+        self._shared.let_go()
+
+    def __repr__(self) -> str:
+        return f"<LeaseShare of {self._shared!r}>"
 
 
 @final

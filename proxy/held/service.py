@@ -68,7 +68,7 @@ from proxy.held.fetch_session import (
 from proxy.held.offset_watcher import OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
 from proxy.held.watcher import UpstreamWatcher
-from proxy.memory import Lease, MemoryPool
+from proxy.memory import Lease, LeaseShare, MemoryPool, SharedLease
 from proxy.metrics import Metrics
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.routing import Address
@@ -102,7 +102,8 @@ class FetchTicket:
             nothing new, or the context is a session error).
         nothing_new: the proxy knows there is nothing new for it and it may wait: it can
             enter the purgatory at once (``HeldRequests.hold_now``).
-        lease: the pool memory reserved for the upstream answer the response is built from.
+        lease: the pool memory reserved for the upstream answer the response is built from
+            (a part of it, when the answer is shared: ``HeldRequests._refetch``).
         held_ms: time spent in the purgatory so far.
         hold: its wait in the purgatory, entered by ``hold_now`` and not yet awaited.
     """
@@ -114,7 +115,7 @@ class FetchTicket:
     deadline_ms: int
     ask_upstream: bool
     nothing_new: bool = False
-    lease: Lease | None = None
+    lease: Lease | LeaseShare | None = None
     held_ms: float = 0.0
     expired: bool = False
     hold: DelayedFetch | None = None
@@ -143,14 +144,12 @@ class FetchTicket:
         ticket.hold, ticket.hold_started_s = hold, held_from_s
         return ticket
 
-    def shrink(self, pool: MemoryPool, size_bytes: int) -> None:
+    def shrink(self, size_bytes: int) -> None:
         """Trade the response budget for what the answer really takes, now that it is read:
-        a fetch held for seconds keeps a few hundred bytes of the pool, not max_bytes. (Never
-        waits: if the pool is dry the bytes are already in hand and go uncounted.)"""
-        self.release()
-        self.lease = pool.try_allocate(max(1, min(size_bytes, pool.max_allocation_bytes)))
-        if self.lease is not None:
-            self.lease.hand_off()
+        a fetch held for seconds keeps a few hundred bytes of the pool, not max_bytes."""
+        lease = self.lease
+        if isinstance(lease, Lease) and not lease.released:
+            lease.shrink_to(max(1, min(size_bytes, lease.size_bytes)))
 
 
 @dataclass(slots=True, eq=False)
@@ -160,6 +159,8 @@ class _SharedRead:
     done: trio.Event = field(default_factory=trio.Event)
     results: FetchResults | None = None
     error: UpstreamUnavailable | None = None
+    waiting: int = 0  # re-fetches waiting for it (each gets a part of ``lease``)
+    lease: SharedLease | None = None  # the answer's memory, charged once for all of them
 
 
 class FetchReads(Protocol):
@@ -491,7 +492,8 @@ class HeldRequests:
         one partition at its end): with the proxy's identity, identical reads in flight share
         one upstream read, so a produce that wakes a thousand held fetches costs the broker one
         fetch, not a thousand queued on the re-fetch channels. A client's own reads are its
-        own.
+        own. The shared answer is charged to the pool once: the reader's lease becomes a
+        SharedLease with a part for each re-fetch that waited, released with the last part.
         """
         ticket.release()  # the previous answer is replaced; never hold two leases
         if reads is not None:
@@ -511,6 +513,10 @@ class HeldRequests:
                 shared = self._reads[key] = _SharedRead()
                 try:
                     shared.results = await self._read(ticket, max_wait_ms, None, first)
+                    lease = ticket.lease
+                    if shared.waiting and isinstance(lease, Lease):
+                        shared.lease = SharedLease(lease, 1 + shared.waiting)
+                        ticket.lease = shared.lease.part()
                 except UpstreamUnavailable as error:
                     shared.error = error
                     raise
@@ -518,13 +524,19 @@ class HeldRequests:
                     del self._reads[key]
                     shared.done.set()
                 return shared.results
-            await shared.done.wait()
+            shared.waiting += 1
+            try:
+                await shared.done.wait()
+            except BaseException:
+                if shared.lease is not None and shared.done.is_set():
+                    shared.lease.let_go()  # counted in, cancelled before taking its part
+                shared.waiting -= 1
+                raise
             if shared.error is not None:
                 raise shared.error
             if shared.results is not None:
-                # Count the shared bytes against the pool for this response too (they are
-                # written out once per client).
-                ticket.shrink(self._pool, shared.results.size_bytes())
+                if shared.lease is not None:
+                    ticket.lease = shared.lease.part()
                 return shared.results
             # The reader's client went away before the answer came: read it ourselves.
 
@@ -533,7 +545,8 @@ class HeldRequests:
     ) -> FetchResults:
         """One upstream fetch for ``ticket`` (``first``: its first look), its response budget
         paid from the pool first."""
-        ticket.lease = await self._pool.allocate(self.response_max_bytes)
+        ticket.lease = lease = await self._pool.allocate(self.response_max_bytes)
+        lease.hand_off()  # released once the response is written (ticket.release)
         request = self.immediate_request(ticket, max_wait_ms)
         if reads is not None:
             response = await reads.fetch(request, ticket.version)
@@ -553,7 +566,7 @@ class HeldRequests:
             ticket.release()
             return FetchResults(error_code=response.error_code)
         results = FetchResults.of(response)
-        ticket.shrink(self._pool, results.size_bytes())
+        ticket.shrink(results.size_bytes())
         if own:
             self._learn_own(ticket, results)
         else:
