@@ -542,6 +542,21 @@ class MemoryPool:
             held[task] = held.get(task, 0) + 1
         return Lease(self, size_bytes, task)
 
+    def charge(self, size_bytes: int) -> Lease:
+        """Account for ``size_bytes`` the caller already holds (a small frame a read-ahead
+        brought in whole): taken even when the pool is out of memory, never waited for, since
+        waiting would free nothing. The lease is handed off from the start.
+
+        Raises:
+            InvalidAllocation: ``size_bytes`` < 1 or > ``max_allocation_bytes``.
+        """
+        if not 0 < size_bytes <= self._max_allocation_bytes:
+            raise self._invalid(size_bytes)
+        self._outstanding += 1
+        if not self._disabled:
+            self._available -= size_bytes
+        return Lease(self, size_bytes, None)
+
     def allocate_nowait(self, size_bytes: int) -> Lease:
         """Like try_allocate, but raises PoolExhausted instead of returning None."""
         lease = self.try_allocate(size_bytes)

@@ -18,9 +18,12 @@
 #            bytes are reserved (waiting if the pool is out of memory: the upstream read is
 #            muted, TCP holds the rest at the broker), then its body. Answers whose memory was
 #            reserved before their request went (a held fetch's response budget: the ledger's
-#            `next_answer_paid`) are not charged twice. The response pump releases an answer's
-#            lease once it has written it to the client (`release_answer`), so a client that
-#            does not read holds one answer of the pool until connections.send_timeout_ms.
+#            `next_answer_paid`) are not charged twice, and one a read-ahead brought in whole
+#            (at most `read_ahead` bytes: a produce's or a Metadata answer) is charged without
+#            waiting: its bytes are held already, and waiting would free nothing. The response
+#            pump releases an answer's lease once it has written it to the client
+#            (`release_answer`), so a client that does not read holds one answer of the pool
+#            until connections.send_timeout_ms.
 #
 # Writes go through a StreamWriter (proxy/framed.py): the request pump may `defer` a frame
 # while the client's next one is already in hand, so a pipelined batch goes upstream in one
@@ -261,7 +264,7 @@ class UpstreamLink:
                 raise PeerClosed(0)
             lease = None
             if not self._conn.next_answer_paid:
-                lease = await self._reserve(size)
+                lease = await self._reserve(size, reader.frame_in_hand())
             try:
                 return await reader.finish(), lease
             except BaseException:
@@ -271,13 +274,16 @@ class UpstreamLink:
         except PeerClosed:
             raise UpstreamFailed("upstream broker closed the connection") from None
 
-    async def _reserve(self, size: int) -> Lease:
+    async def _reserve(self, size: int, in_hand: bool) -> Lease:
         """Pool memory for an answer of ``size`` bytes (an answer above the largest
-        allocation is charged that much), waiting if the pool is out of memory. Handed off:
-        the response pump releases it, and may wait for other memory meanwhile (a held
-        fetch's budget) without holding up anyone else's release."""
+        allocation is charged that much), waiting if the pool is out of memory unless the
+        answer is ``in_hand`` already. Handed off: the response pump releases it, and may
+        wait for other memory meanwhile (a held fetch's budget) without holding up anyone
+        else's release."""
         pool = self._pool
         charge = max(1, min(size, pool.max_allocation_bytes))
+        if in_hand:
+            return pool.charge(charge)
         lease = pool.try_allocate(charge)
         if lease is None:
             flush = self._flush_before_wait
