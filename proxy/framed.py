@@ -105,6 +105,10 @@ __all__ = [
 UNBOUNDED_FRAME_BYTES = 2**31 - 1
 #: Frames read without waiting before the reader yields to the scheduler once.
 _FRAMES_PER_CHECKPOINT = 16
+#: A frame this large counts as a whole batch: the reader yields before the next one, so
+#: connections pipelining large requests are read one request each in turn, as a Kafka
+#: broker's selector reads them (issue 29), not one connection's pipeline after another.
+_YIELD_AFTER_BYTES = 64 * 1024
 #: Buffers per writev (Linux allows 1,024).
 _MAX_IOV = 512
 
@@ -354,6 +358,8 @@ class FrameReader:
         self._done_waiting()
         out = decoder.next_frame()
         assert isinstance(out, memoryview)
+        if len(out) >= _YIELD_AFTER_BYTES:
+            self._unyielded = _FRAMES_PER_CHECKPOINT - 1  # yield before the next (see above)
         return _frame_of(out)
 
     async def _grow(self, lease: Lease | None) -> None:

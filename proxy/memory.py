@@ -39,6 +39,13 @@
 #   ``available >= 1``, and its frame is at most max_allocation_bytes), so frames never wait
 #   for each other for ever. Freed memory goes to parked growth first, in arrival order
 #   (those frames finish and free their memory), then to parked allocations.
+# * Requests in processing (issue 29): a request the proxy has forwarded leaves its memory for
+#   the kernel's and the broker's, but a Kafka broker counts a request until its processing
+#   ends, and a client pipelining large requests through the proxy fills those buffers while
+#   others wait for their first turn. So the client connection moves a forwarded request's
+#   bytes from its lease to ``in_processing`` (``start_processing``) until the answer is written
+#   (``end_processing``): they take room in the pool, not in ``used_bytes``; while memory is
+#   short the connection keeps one request in processing (proxy/connection/client.py).
 # * Sensors (KIP-72 meanings): available and used bytes; depletion, which starts at the
 #   first failed allocation and ends at the next successful allocation or release after
 #   which no caller is still parked; its total and its share of a recent window; callers
@@ -98,6 +105,7 @@ __all__ = [
     "MemoryPoolStatistics",
     "RandomWhenTight",
     "SharedLease",
+    "Turn",
     "Waiter",
     "WakeOrder",
 ]
@@ -273,16 +281,30 @@ class _Growth:
 
 
 @final
+class Turn:
+    """One connection's place in the pool's rounds (RandomWhenTight): the round in which it
+    was last given memory. A connection passes the same Turn to every allocation of its
+    requests."""
+
+    __slots__ = ("served_in",)
+
+    def __init__(self) -> None:
+        self.served_in = -1
+
+
+@final
 class Waiter:
     """A task parked in ``MemoryPool.allocate``; what a WakeOrder queues and picks."""
 
-    __slots__ = ("_queued", "_slot", "size_bytes", "task")
+    __slots__ = ("_in_round", "_queued", "_slot", "size_bytes", "task", "turn")
 
-    def __init__(self, task: trio.lowlevel.Task, size_bytes: int) -> None:
+    def __init__(self, task: trio.lowlevel.Task, size_bytes: int, turn: Turn | None) -> None:
         self.task = task
         self.size_bytes = size_bytes
+        self.turn = turn
         self._queued = False  # owned by the WakeOrder holding it
-        self._slot = -1  # index in RandomWhenTight's array
+        self._slot = -1  # index in RandomWhenTight's arrays
+        self._in_round = False  # in RandomWhenTight's current round
 
 
 class WakeOrder(Protocol):
@@ -290,7 +312,12 @@ class WakeOrder(Protocol):
 
     ``pop`` is only called when the queue is non-empty; ``tight`` says whether memory is
     tight at that moment. ``discard`` removes a cancelled waiter (it may already be gone).
+    ``round`` is the round being served (RandomWhenTight; an order without rounds keeps 0):
+    the pool records it in the Turn of whoever it gives memory.
     """
+
+    @property
+    def round(self) -> int: ...
 
     def __len__(self) -> int: ...
 
@@ -310,6 +337,10 @@ class ArrivalOrder:
     def __init__(self) -> None:
         self._fifo: deque[Waiter] = deque()
         self._live = 0
+
+    @property
+    def round(self) -> int:
+        return 0
 
     def __len__(self) -> int:
         return self._live
@@ -338,38 +369,56 @@ class ArrivalOrder:
 
 @final
 class RandomWhenTight:
-    """KIP-72's order: uniformly random while memory is tight, arrival order otherwise.
+    """KIP-72's order: random while memory is tight, arrival order otherwise.
 
-    Two views of one set: an array for O(1) random pick with swap-remove, and a FIFO
-    deque in which removed waiters linger until skipped (or compacted away once they
-    outnumber the live ones), so push, discard and pop are all amortized O(1) even with
-    thousands of muted connections.
+    Random in rounds: while tight, a waiter whose connection (its Turn) was already given
+    memory in the round being served waits for the next round; every other waiter is in this
+    one, and a round is served in random order. So no connection is served twice in a round
+    while another waits for its turn in it: Kafka's selector reads each ready channel once per
+    poll, in a shuffled order, and keeps one request per channel in processing; a plain random
+    pick let a connection that was just served win again while another waited for its first
+    turn (with pipelining clients, issue 29 measured connections left with nothing for
+    seconds). A waiter without a Turn joins the round being served.
+
+    Three views of one set: the round's array and the later arrivals' array, each for O(1)
+    random pick with swap-remove, and a FIFO deque in which removed waiters linger until
+    skipped (or compacted away once they outnumber the live ones), so push, discard and pop
+    are all amortized O(1) even with thousands of muted connections.
     """
 
-    __slots__ = ("_fifo", "_rng", "_slots")
+    __slots__ = ("_fifo", "_later", "_number", "_rng", "_round")
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self._rng = rng if rng is not None else random.Random()
-        self._slots: list[Waiter] = []
+        self._round: list[Waiter] = []
+        self._later: list[Waiter] = []
         self._fifo: deque[Waiter] = deque()
+        self._number = 0
+
+    @property
+    def round(self) -> int:
+        return self._number
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._round) + len(self._later)
 
     def push(self, waiter: Waiter) -> None:
         waiter._queued = True
-        waiter._slot = len(self._slots)
-        self._slots.append(waiter)
+        turn = waiter.turn
+        waiter._in_round = turn is None or turn.served_in < self._number
+        slots = self._round if waiter._in_round else self._later
+        waiter._slot = len(slots)
+        slots.append(waiter)
         self._fifo.append(waiter)
 
     def _unslot(self, waiter: Waiter) -> None:
-        slots = self._slots
+        slots = self._round if waiter._in_round else self._later
         last = slots.pop()
         if last is not waiter:
             slots[waiter._slot] = last
             last._slot = waiter._slot
         waiter._queued = False
-        if len(self._fifo) > 2 * len(slots) + 32:
+        if len(self._fifo) > 2 * len(self) + 32:
             self._fifo = deque(w for w in self._fifo if w._queued)
 
     def discard(self, waiter: Waiter) -> None:
@@ -378,7 +427,12 @@ class RandomWhenTight:
 
     def pop(self, tight: bool) -> Waiter:
         if tight:
-            waiter = self._slots[self._rng.randrange(len(self._slots))]
+            if not self._round:  # a new round: everyone parked by now
+                self._round, self._later = self._later, self._round
+                self._number += 1
+                for waiter in self._round:
+                    waiter._in_round = True
+            waiter = self._round[self._rng.randrange(len(self._round))]
         else:
             fifo = self._fifo
             waiter = fifo.popleft()
@@ -397,7 +451,8 @@ class MemoryPoolStatistics:
         limit_bytes: the configured limit (-1: pool disabled).
         max_allocation_bytes: largest single allocation accepted.
         available_bytes: bytes that may still be allocated; negative when over-allocated.
-        used_bytes: bytes allocated and not yet released (limit - available).
+        used_bytes: bytes allocated and not yet released (limit - available - in processing).
+        in_processing_bytes: bytes of requests forwarded and not yet answered.
         outstanding_leases: leases issued and not yet released.
         muted_now: callers parked in ``allocate`` right now.
         mutes_total: times a caller had to park, since the pool was created.
@@ -413,6 +468,7 @@ class MemoryPoolStatistics:
     max_allocation_bytes: int
     available_bytes: int
     used_bytes: int
+    in_processing_bytes: int
     outstanding_leases: int
     muted_now: int
     mutes_total: int
@@ -458,12 +514,14 @@ class MemoryPool:
         "_dry_since",
         "_growers",
         "_held_by",
+        "_in_processing",
         "_limit_bytes",
         "_max_allocation_bytes",
         "_mutes_total",
         "_outstanding",
         "_overdraft",
         "_queue",
+        "_short_below_bytes",
         "_spells",
         "_tight_below_bytes",
         "_window_s",
@@ -495,6 +553,8 @@ class MemoryPool:
         self._disabled = limit_bytes == -1
         self._available = 0 if self._disabled else limit_bytes
         self._tight_below_bytes = tight_fraction * limit_bytes
+        self._short_below_bytes = max(self._tight_below_bytes, 1)  # out of memory, at least
+        self._in_processing = 0
         self._queue: WakeOrder = wake_order if wake_order is not None else RandomWhenTight(rng)
         self._clock: Callable[[], float] = clock if clock is not None else trio.current_time
         self._window_s = depleted_window_s
@@ -513,8 +573,9 @@ class MemoryPool:
 
     # -- the hot path ---------------------------------------------------------------
 
-    def try_allocate(self, size_bytes: int) -> Lease | None:
-        """Take ``size_bytes`` if any memory is available; never blocks.
+    def try_allocate(self, size_bytes: int, turn: Turn | None = None) -> Lease | None:
+        """Take ``size_bytes`` if any memory is available; never blocks. ``turn``: the
+        connection's (see RandomWhenTight), which this allocation uses.
 
         Returns:
             A Lease, or None when the pool is out of memory (``available <= 0``), which
@@ -536,6 +597,8 @@ class MemoryPool:
         self._outstanding += 1
         if self._dry_since is not None:
             self._end_spell()
+        if turn is not None:
+            turn.served_in = self._queue.round
         task = _task_or_none()
         if task is not None:
             held = self._held_by
@@ -590,12 +653,12 @@ class MemoryPool:
         if self._dry_since is not None:  # depleted; parked callers exist only then
             self._after_release_while_depleted()
 
-    async def allocate(self, size_bytes: int) -> Lease:
+    async def allocate(self, size_bytes: int, turn: Turn | None = None) -> Lease:
         """Take ``size_bytes``, parking (muting the caller) until memory is available.
 
         Always a checkpoint, even when memory is available at once. While parked, the
         caller is woken with memory already reserved for it (in random order while memory
-        is tight, arrival order otherwise). One call should cover a whole frame.
+        is tight, in rounds by ``turn``, arrival order otherwise).
 
         Raises:
             InvalidAllocation: ``size_bytes`` < 1 or > ``max_allocation_bytes``.
@@ -613,11 +676,11 @@ class MemoryPool:
                 "asked to wait for more; a pool full of such waiters never drains "
                 "(KIP-72). Release or hand_off() the lease first."
             )
-        lease = self.try_allocate(size_bytes)
+        lease = self.try_allocate(size_bytes, turn)
         if lease is not None:
             await trio.lowlevel.cancel_shielded_checkpoint()
             return lease
-        waiter = Waiter(task, size_bytes)
+        waiter = Waiter(task, size_bytes, turn)
         self._queue.push(waiter)
         self._mutes_total += 1
 
@@ -629,6 +692,29 @@ class MemoryPool:
 
         result: Lease = await trio.lowlevel.wait_task_rescheduled(abort)
         return result
+
+    # -- requests in processing ----------------------------------------------------------
+
+    def start_processing(self, size_bytes: int) -> None:
+        """A request of ``size_bytes`` is forwarded and its answer awaited: its bytes count as
+        in processing until ``end_processing`` (see the module header), whatever its lease."""
+        if not self._disabled:
+            self._available -= size_bytes
+            self._in_processing += size_bytes
+
+    def end_processing(self, size_bytes: int) -> None:
+        """Requests of ``size_bytes`` in all are answered (or their connection ended)."""
+        if self._disabled or not size_bytes:
+            return
+        self._available += size_bytes
+        self._in_processing -= size_bytes
+        if self._dry_since is not None:
+            self._after_release_while_depleted()
+
+    @property
+    def in_processing_bytes(self) -> int:
+        """Bytes of requests forwarded and not yet answered (``start_processing``)."""
+        return self._in_processing
 
     # -- growth (Lease.try_grow, grow, shrink_to) -----------------------------------------
 
@@ -715,6 +801,8 @@ class MemoryPool:
         queue = self._queue
         while len(queue) and self._available >= 1:
             waiter = queue.pop(self._available < self._tight_below_bytes)
+            if waiter.turn is not None:
+                waiter.turn.served_in = queue.round
             self._available -= waiter.size_bytes
             self._outstanding += 1
             task = waiter.task
@@ -785,13 +873,20 @@ class MemoryPool:
 
     @property
     def used_bytes(self) -> int:
-        """Bytes allocated and not yet released (0 when disabled)."""
-        return 0 if self._disabled else self._limit_bytes - self._available
+        """Bytes allocated and not yet released (0 when disabled); requests in processing
+        are counted apart (``in_processing_bytes``)."""
+        return 0 if self._disabled else self._limit_bytes - self._available - self._in_processing
 
     @property
     def out_of_memory(self) -> bool:
         """Kafka's ``isOutOfMemory``: no allocation can succeed until a release."""
         return not self._disabled and self._available <= 0
+
+    @property
+    def tight(self) -> bool:
+        """Less than the tight fraction of the limit is free (or none): parked callers are
+        woken in random order."""
+        return not self._disabled and self._available < self._short_below_bytes
 
     def depleted_percent(self) -> float:
         """Percent (0-100) of the last ``depleted_window_s`` the pool spent depleted."""
@@ -820,11 +915,12 @@ class MemoryPool:
             max_allocation_bytes=self._max_allocation_bytes,
             available_bytes=self._available,
             used_bytes=self.used_bytes,
+            in_processing_bytes=self._in_processing,
             outstanding_leases=self._outstanding,
             muted_now=self._parked_count(),
             mutes_total=self._mutes_total,
             out_of_memory=self.out_of_memory,
-            tight=not self._disabled and self._available < max(self._tight_below_bytes, 1),
+            tight=self.tight,
             depleted_time_total_s=self.depleted_time_total_s(),
             depleted_percent=self.depleted_percent(),
             depleted_window_s=self._window_s,

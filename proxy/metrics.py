@@ -349,6 +349,11 @@ class _StateCollector(Collector):
             stats.used_bytes,
         )
         yield _gauge(
+            "memory_pool_in_processing_bytes",
+            "Bytes of requests forwarded and not yet answered, counted in the pool.",
+            stats.in_processing_bytes,
+        )
+        yield _gauge(
             "memory_pool_limit_bytes", "The pool's limit (-1: disabled).", stats.limit_bytes
         )
         yield _gauge(

@@ -5,6 +5,17 @@
 #   request pump:  read size -> check -> allocate from the pool (the KIP-72 mute) -> read body
 #                  -> plan (forward / answer locally / hold / close) -> owe a slot -> write
 #                  upstream -> release the memory
+#                  While memory is short, Kafka's rule: one request per connection in
+#                  processing. A connection whose earlier responses are not all written waits
+#                  for them before it is given memory for the next (`_one_in_processing`), so
+#                  none holds several requests' worth of the broker's and the pool's attention
+#                  while others wait for their first; the waiting ones get memory in random
+#                  order, in rounds (proxy/memory.py: a connection served in a round waits for
+#                  the next, its Turn). A forwarded request's bytes stay in the pool, as
+#                  in processing, until its answer is written (`_processing`): they left the
+#                  proxy's memory for the kernel's and the broker's, and a client pipelining
+#                  large requests fills those. With memory to spare, clients pipeline
+#                  through the proxy as they like.
 #   response pump: for each owed slot in order, answer it by its kind (Local, Forwarded,
 #                  HeldProduce, HeldFetch, HeldRepeat) and write the answer to the client
 #
@@ -93,7 +104,7 @@ from proxy.errors import (
 from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter, WriteTimeout
 from proxy.held.delayed import DelayedProduce
 from proxy.held.service import FetchTicket
-from proxy.memory import Lease
+from proxy.memory import Lease, Turn
 from proxy.rewrite import (
     LocalAnswer,
     RequestPlan,
@@ -176,6 +187,10 @@ class ClientConnection:
         )
         self._owed_lot = trio.lowlevel.ParkingLot()  # the response pump, waiting for a slot
         self._room_lot = trio.lowlevel.ParkingLot()  # the request pump, waiting for room
+        # The request pump, waiting for every owed response to be written (memory is short).
+        self._answered_lot = trio.lowlevel.ParkingLot()
+        # This connection's requests in processing in the pool (see the header).
+        self._processing_bytes = 0
         # Held fetches and produces; fetches only on broker ports (a bootstrap connection may
         # reach any broker, and sessions belong to one).
         self._held = services.held
@@ -235,6 +250,7 @@ class ClientConnection:
             internal = True
             log.exception("internal error on client connection %s; closing it", self)
         finally:
+            self._services.pool.end_processing(self._processing_bytes)
             if self._fetches is not None:
                 self._fetches.abandon()
             if self._held_answer is not None:
@@ -312,7 +328,8 @@ class ClientConnection:
         sasl_max: int | None = None
         if auth.passthrough and services.config.upstream.sasl.mechanism:
             sasl_max = int(services.config.memory.unauthenticated_request_max_bytes)
-        pool, link, fetches = services.pool, self._upstream, self._fetches
+        pool, link, fetches, conn = services.pool, self._upstream, self._fetches, self._conn
+        turn = Turn()  # this connection's place in the pool's rounds while memory is tight
         timeout = trio.CancelScope()
         # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
         # muting is the proxy's doing, not the client's, and is not timed (stand_down). It
@@ -336,15 +353,19 @@ class ClientConnection:
                             "sasl.server.max.receive.size)"
                         )
                     arrival_s, ts = trio.current_time(), time.time()
+                    muted_s = 0.0
+                    if conn.in_processing and pool.tight:
+                        await self._one_in_processing(timeouts)
+                        muted_s = trio.current_time() - arrival_s
                     # Muted time is time parked in the pool, not the checkpoint of a free
                     # allocation: try first, park only when the pool is out of memory. A large
                     # frame's lease grows as its bytes arrive (reader.finish).
                     first_piece = min(size, _FIRST_PIECE_BYTES)
-                    lease, muted_s = pool.try_allocate(first_piece), 0.0
+                    lease = pool.try_allocate(first_piece, turn)
                     if lease is None:
                         await link.flush()
                         timeouts.stand_down()
-                        lease = await pool.allocate(first_piece)
+                        lease = await pool.allocate(first_piece, turn)
                         muted_s = trio.current_time() - arrival_s
                     with lease:
                         frame = await self._read_body(reader, size, lease)
@@ -378,6 +399,16 @@ class ClientConnection:
                     f"frame of {size} bytes not complete in time (connections.frame_timeout_ms)"
                 )
             raise IdleTimeout(f"idle for {idle_s:g} s (connections.idle_timeout_ms)")
+
+    async def _one_in_processing(self, timeouts: ReadTimeouts) -> None:
+        """Memory is short: wait until every response owed is written (Kafka keeps a channel
+        muted from a complete receive until its response is sent). Not timed: the wait is the
+        proxy's doing, not the client's."""
+        await self._upstream.flush()  # the answers awaited need their requests sent
+        timeouts.stand_down()
+        conn = self._conn
+        while conn.in_processing:
+            await self._answered_lot.park()
 
     async def _pass_on(
         self, frame: bytearray, reader: FrameReader, arrival_s: float, ts: float, muted_s: float
@@ -419,10 +450,22 @@ class ClientConnection:
                 auth.handshake()
             elif plan.header.api_key in CONNECTION_BOUND_APIS:
                 link.stay_open()
+        if not isinstance(slot, Unanswered):
+            self._processing(len(frame))  # (its lease still holds it: counted twice a moment)
         await link.forward(self._owe, slot, frame, may_defer=reader.frame_in_hand())
         if isinstance(slot, Unanswered):
             self._report(slot, None, 0, trio.current_time(), "no_response")
         return None
+
+    def _processing(self, size_bytes: int) -> None:
+        """``size_bytes`` more (or, negative, fewer) of this connection's requests are
+        forwarded and not yet answered (MemoryPool.start_processing, end_processing)."""
+        self._processing_bytes += size_bytes
+        pool = self._services.pool
+        if size_bytes > 0:
+            pool.start_processing(size_bytes)
+        else:
+            pool.end_processing(-size_bytes)
 
     def _known_api_versions(self, plan: RequestPlan) -> RequestPlan | LocalAnswer:
         """ApiVersions answered from the cluster's last answer for this port, if it is
@@ -500,6 +543,7 @@ class ClientConnection:
                 self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
                 timed_out = produce_timed_out(slot.plan)
                 await self._client_out.send_all(timed_out)
+                self._processing(-slot.arrival.request_bytes)
                 self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
         timeout_s = self._services.config.connections.send_timeout_ms / 1000
         raise SendTimeout(
@@ -515,6 +559,8 @@ class ClientConnection:
             slot = conn.next_owed()
             if slot is NEED_REQUEST:
                 await out.flush()
+                if self._answered_lot:  # the request pump waits for this (memory is short)
+                    self._answered_lot.unpark_all()
                 await self._wait_for_request()
                 continue
             if slot is REQUESTS_DONE:
@@ -576,6 +622,7 @@ class ClientConnection:
         else:
             await writer.send_all(out)
         self._upstream.release_answer()  # written (or, small, deferred: DEFER_MAX_BYTES)
+        self._processing(-slot.arrival.request_bytes)
         self._report(slot, error_code, len(out), received_s, "error" if error_code else "ok")
         if error_code and header.api_key == ApiKey.SASL_AUTHENTICATE:
             raise AuthenticationFailed(

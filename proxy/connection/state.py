@@ -6,7 +6,9 @@
 #             (Forwarded, Local, HeldFetch, HeldRepeat, HeldProduce). The response pump
 #             takes them with `next_owed()`, which answers NEED_REQUEST while the queue is
 #             empty and REQUESTS_DONE once the request side has ended and everything is
-#             answered.
+#             answered. The slot taken last counts as in processing until the pump asks for
+#             the next one (`in_processing`: Kafka's one-request-per-channel rule, which the
+#             request side follows while memory is short).
 #   upstream  the correlation ids the upstream may answer, in the order they were sent. An
 #             entry is *required* (the client waits for it) or *optional*: an acks=0 produce
 #             (Kafka sends nothing, Tansu answers anyway) or a produce the proxy has already
@@ -172,6 +174,7 @@ class Connection:
         "_optional",
         "_owed",
         "_own_ids",
+        "_taken",
         "_upstream",
         "closed_by",
     )
@@ -179,6 +182,7 @@ class Connection:
     def __init__(self, max_in_flight: int) -> None:
         self._max_in_flight = max_in_flight
         self._owed: deque[Slot] = deque()
+        self._taken = 0  # 1 while the response pump answers the slot it took last
         # (correlation id, optional, paid) in the order the requests went upstream.
         self._upstream: deque[tuple[int, bool, bool]] = deque()
         # How many entries of the upstream ledger are optional.
@@ -251,10 +255,18 @@ class Connection:
     # -- the response side ---------------------------------------------------------------
 
     def next_owed(self) -> Slot | Sentinel:
-        """The next slot to answer, NEED_REQUEST, or REQUESTS_DONE."""
+        """The next slot to answer, NEED_REQUEST, or REQUESTS_DONE (asking means the slot
+        taken before is answered)."""
         if self._owed:
+            self._taken = 1
             return self._owed.popleft()
+        self._taken = 0
         return REQUESTS_DONE if self._ended else NEED_REQUEST
+
+    @property
+    def in_processing(self) -> int:
+        """Responses owed and not yet written: queued, or being answered."""
+        return len(self._owed) + self._taken
 
     def upstream_answer(self, correlation_id: int) -> bool:
         """Match an upstream frame: True if it is an owed answer, False if it is to be skipped.

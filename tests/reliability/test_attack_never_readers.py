@@ -110,13 +110,16 @@ async def _timed_produce(address: tuple[str, int], topic: str) -> float:
     client = await KafkaWire.connect(*address, "newcomer")
     started = trio.current_time()
     try:
-        await client.send(produce_request(topic, record_batch(100)), PRODUCE_VERSION)
-        _, response = await client.receive()
+        with trio.move_on_after(60):
+            await client.send(produce_request(topic, record_batch(100)), PRODUCE_VERSION)
+            _, response = await client.receive()
+        waited_s = trio.current_time() - started
+        assert waited_s < 60, "a new client's produce was not answered in a minute"
     finally:
         await client.aclose()
     assert isinstance(response, ProduceResponse)
     assert [p.error_code for t in response.responses for p in t.partition_responses] == [0]
-    return trio.current_time() - started
+    return waited_s
 
 
 async def _cut_lines(proxy: ProxyProcess, expected: int, within_s: float) -> int:

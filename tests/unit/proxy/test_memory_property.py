@@ -122,7 +122,7 @@ def test_wake_orders_match_a_model(policy: str, seed: int, ops: list[tuple[str, 
     created = 0
     for op, arg in ops:
         if op == "push":
-            waiter = Waiter(cast(Any, None), created)
+            waiter = Waiter(cast(Any, None), created, None)
             created += 1
             order.push(waiter)
             model.append(waiter)
