@@ -1,16 +1,23 @@
 # Strategy: two measurements of proxy/memory.py in one run.
 #
-# 1. Fairness, in virtual time. K connections are always backlogged: each one asks the
-#    pool for a request's bytes, holds them for a service time, releases, and asks again at
-#    once. The pool holds only a handful of requests, so most connections are muted most of
-#    the time and the wake order decides who is served. The same K request sequences (sizes
-#    and service times from per-connection seeded RNGs) are replayed under three wake
-#    orders, swapped in through MemoryPool's ``wake_order`` hook:
-#      random  RandomWhenTight, the pool's default (KIP-72: random while tight, else FIFO)
+# 1. Fairness, in virtual time. K connections are always backlogged and pipeline like real
+#    producers (up to ``pipeline`` requests outstanding, Kafka's max.in.flight default 5),
+#    each request going through the proxy as proxy/connection/client.py takes it: the
+#    reader asks the pool for its bytes (with the connection's Turn), reads it (a short
+#    time), forwards it (its bytes move to the pool's in-processing count and its lease is
+#    released), and the broker answers it after a service time, one request per connection
+#    at a time (Kafka's rule), which ends its processing. While memory is short a
+#    connection keeps one request in processing, as the proxy does. The pool holds only a
+#    handful of requests, so most connections are muted most of the time and the wake
+#    order decides who is served. The same K request sequences (sizes and service times
+#    from per-connection seeded RNGs) are replayed under three wake orders, swapped in
+#    through MemoryPool's ``wake_order`` hook:
+#      random  RandomWhenTight, the pool's default (KIP-72: random while tight, in rounds by
+#              connection, else FIFO)
 #      fifo    ArrivalOrder: strict arrival order
 #      fixed   lowest connection number first: a selector iterating its keys in a fixed
 #              order, the starvation KIP-72 warns about
-#    Over a window (after a warm-up) it reports per-connection bytes served as Jain's
+#    Over a window (after a warm-up) it reports per-connection bytes acknowledged as Jain's
 #    fairness index, the smallest and largest share of all bytes, and the p99 wait in
 #    allocate. The run uses trio's MockClock, so it is deterministic and takes seconds.
 # 2. Cost, in real time: microseconds per try_allocate+release and per allocate+release
@@ -33,7 +40,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from proxy.memory import ArrivalOrder, MemoryPool, RandomWhenTight, Waiter, WakeOrder
+from proxy.memory import ArrivalOrder, MemoryPool, RandomWhenTight, Turn, Waiter, WakeOrder
 from testbed.report import machine_line, write_section
 
 KIB = 1024
@@ -47,6 +54,10 @@ class FixedOrder:
         self._heap: list[tuple[int, int, Waiter]] = []
         self._queued: set[Waiter] = set()
         self._seq = 0
+
+    @property
+    def round(self) -> int:
+        return 0
 
     def __len__(self) -> int:
         return len(self._queued)
@@ -75,6 +86,10 @@ class Counting:
         self.pops = 0
         self.tight_pops = 0
 
+    @property
+    def round(self) -> int:
+        return self.inner.round
+
     def __len__(self) -> int:
         return len(self.inner)
 
@@ -101,6 +116,8 @@ class Scenario:
     warmup_s: float
     window_s: float
     seed: int
+    pipeline: int
+    read_s: float
 
 
 @dataclass(frozen=True)
@@ -164,29 +181,52 @@ def simulate(order_name: str, sc: Scenario) -> Result:
     asking_since: list[float | None] = [None] * sc.connections
     open_waits_s: list[float] = []
 
-    async def connection(index: int) -> None:
+    async def connection(index: int, nursery: trio.Nursery) -> None:
         rank[trio.lowlevel.current_task()] = index
         rng = random.Random(sc.seed * 1_000_003 + index)  # same sequence under every order
+        turn = Turn()
+        outstanding = trio.Semaphore(sc.pipeline)  # the client's requests in flight
+        at_broker = trio.Lock()  # the broker processes one request per connection at a time
+        answered = trio.Event()
+        processing = [0]
         # Tasks started together run in an order trio randomizes; stagger the first
         # request so arrival order, and so every run, is deterministic.
         await trio.sleep(index * 1e-6)
+
+        async def broker(size: int, service_s: float) -> None:
+            async with at_broker:
+                await trio.sleep(service_s)
+            pool.end_processing(size)
+            processing[0] -= 1
+            answered.set()
+            outstanding.release()
+            if start_s <= trio.current_time() < end_s:
+                served[index] += size
+
         while True:
+            await outstanding.acquire()
             size = rng.randint(sc.min_request_bytes, sc.max_request_bytes)
             service_s = (sc.base_service_s + size / sc.service_bytes_per_s) * rng.uniform(0.5, 1.5)
             asking_since[index] = asked_s = trio.current_time()
-            with await pool.allocate(size):
-                asking_since[index] = None
-                granted_s = trio.current_time()
-                if start_s <= granted_s < end_s:
-                    served[index] += size
-                    waits_s.append(granted_s - asked_s)
-                await trio.sleep(service_s)
+            while processing[0] and pool.tight:  # the proxy's rule while memory is short
+                answered = trio.Event()
+                await answered.wait()
+            lease = await pool.allocate(size, turn)
+            asking_since[index] = None
+            granted_s = trio.current_time()
+            if start_s <= granted_s < end_s:
+                waits_s.append(granted_s - asked_s)
+            await trio.sleep(sc.read_s)  # the body comes in
+            pool.start_processing(size)  # forwarded: in processing until answered
+            lease.release()
+            processing[0] += 1
+            nursery.start_soon(broker, size, service_s)
 
     async def main() -> None:
         with trio.move_on_at(end_s):
             async with trio.open_nursery() as nursery:
                 for index in range(sc.connections):
-                    nursery.start_soon(connection, index)
+                    nursery.start_soon(connection, index, nursery)
         # Waits still open at the end count up to the end (a lower bound): otherwise a
         # connection starved for the whole window would leave no wait at all.
         open_waits_s.extend(end_s - since for since in asking_since if since is not None)
@@ -281,22 +321,25 @@ def markdown(sc: Scenario, results: list[Result], costs: dict[str, float], comma
         "",
         f"`{command}`",
         "",
-        f"{sc.connections} always-backlogged connections share a "
-        f"{sc.pool_bytes // KIB} KiB pool (max allocation {sc.max_request_bytes // KIB} KiB). "
-        f"Each request is {sc.min_request_bytes // KIB}-{sc.max_request_bytes // KIB} KiB "
-        f"(uniform) and holds its memory for ({sc.base_service_s * 1000:g} ms + size at "
-        f"{sc.service_bytes_per_s / (1 << 20):g} MiB/s) x U(0.5, 1.5); the connection asks "
-        "again as soon as it releases. The same per-connection request sequences run under "
-        f"each wake order in virtual time (trio MockClock); bytes served are counted over "
-        f"{sc.window_s:g} s after a {sc.warmup_s:g} s warm-up. Shares are fractions of all "
-        f"bytes served (a fair share is 1/{sc.connections} = {fair:.3f}).",
+        f"{sc.connections} always-backlogged connections, each pipelining up to "
+        f"{sc.pipeline} requests, share a {sc.pool_bytes // KIB} KiB pool (max allocation "
+        f"{sc.max_request_bytes // KIB} KiB). Each request is "
+        f"{sc.min_request_bytes // KIB}-{sc.max_request_bytes // KIB} KiB (uniform): its "
+        f"memory is held while it is read ({sc.read_s * 1000:g} ms), then counted as in "
+        "processing until the broker answers it, one request per connection at a time, after "
+        f"({sc.base_service_s * 1000:g} ms + size at {sc.service_bytes_per_s / (1 << 20):g} "
+        "MiB/s) x U(0.5, 1.5); while memory is short a connection keeps one request in "
+        "processing (the proxy's rule). The same per-connection request sequences run under "
+        f"each wake order in virtual time (trio MockClock); bytes acknowledged are counted "
+        f"over {sc.window_s:g} s after a {sc.warmup_s:g} s warm-up. Shares are fractions of "
+        f"all bytes acknowledged (a fair share is 1/{sc.connections} = {fair:.3f}).",
         "",
         "| wake order | Jain index | min share (x fair) | max share (x fair) | starved "
         "| p50 wait ms | p99 wait ms | max wait ms | MiB/s served |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     labels = {
-        "random": "random while tight (ours)",
+        "random": "random while tight, in rounds (ours)",
         "fifo": "FIFO",
         "fixed": "fixed connection order",
     }
@@ -333,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window-s", type=float, default=30.0)
     parser.add_argument("--warmup-s", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pipeline", type=int, default=5, help="requests in flight per client")
     parser.add_argument("--micro-n", type=int, default=100_000)
     parser.add_argument("--micro-repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, help="write the fairness rows here")
@@ -348,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         warmup_s=args.warmup_s,
         window_s=args.window_s,
         seed=args.seed,
+        pipeline=args.pipeline,
+        read_s=0.0005,
     )
     results = []
     for name in ("random", "fifo", "fixed"):
