@@ -36,7 +36,8 @@ async def _pipeline_three(memory: dict[str, object]) -> tuple[list[float], Memor
             nursery.start_soon(send)
             for _ in range(3):
                 _, answer, _ = await client.receive()
-                assert [p.error_code for t in answer.responses for p in t.partition_responses] == [0]
+                [topic] = answer.responses
+                assert [p.error_code for p in topic.partition_responses] == [0]
         await trio.testing.wait_all_tasks_blocked()
     return read_at, pool
 
