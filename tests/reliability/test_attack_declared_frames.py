@@ -18,11 +18,10 @@ import re
 
 import trio
 
-from testbed.kafka_cluster import running_kafka
-from testbed.processes import free_port
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import running_proxy
+from testbed.topics import create_topic
 from tests.support.load_proc import rss_bytes, scrape
-from tests.support.load_scenario import create_topic
 from tests.support.load_wire import (
     PRODUCE_VERSION,
     KafkaWire,
@@ -44,13 +43,10 @@ RSS_GROWTH_BOUND = 32 * MIB
 POOL_USED = "purgatory_proxy_memory_pool_used_bytes"
 
 
-async def test_declared_frames_that_never_come_do_not_hold_the_pool() -> None:
+async def test_declared_frames_that_never_come_do_not_hold_the_pool(kafka_broker: Broker) -> None:
     metrics = f"127.0.0.1:{free_port()}"
     env = {"PURGATORY_PROXY_CONNECTIONS__FRAME_TIMEOUT_MS": str(FRAME_TIMEOUT_S * 1000)}
-    with (
-        running_kafka() as kafka,
-        running_proxy(kafka.bootstrap(), "--metrics", metrics, env=env) as proxy,
-    ):
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics, env=env) as proxy:
         topic = create_topic(proxy.bootstrap, "declared")
         address = await leader_address(proxy.host, proxy.port, topic)
         before_rss = rss_bytes(proxy.pid)

@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Iterator
 
-import pytest
 import trio
 
-from testbed.kafka_cluster import KafkaCluster, running_kafka
-from testbed.processes import free_port
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 from tests.support.load_proc import MetricsSampler, peak_rss_bytes, reset_peak_rss, rss_bytes
-from tests.support.load_scenario import create_topic
 from tests.support.load_wire import (
     FETCH_VERSION,
     METADATA_VERSION,
@@ -70,12 +67,6 @@ BOOTSTRAP_MAX_REQUEST = 16 * MIB
 RSS_BOUND_BYTES = 1.1 * (BOOTSTRAP_LIMIT + BOOTSTRAP_MAX_REQUEST) + 16 * MIB
 POOL_USED = "purgatory_proxy_memory_pool_used_bytes"
 CUT = r"did not take its answer within 5 s"
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[KafkaCluster]:
-    with running_kafka() as cluster:
-        yield cluster
 
 
 async def _topic_with_records(proxy: ProxyProcess) -> str:
@@ -137,9 +128,9 @@ def _env(**settings: str) -> dict[str, str]:
     }
 
 
-async def test_never_readers_of_one_shared_read_hold_it_once(kafka: KafkaCluster) -> None:
+async def test_never_readers_of_one_shared_read_hold_it_once(kafka_broker: Broker) -> None:
     metrics = f"127.0.0.1:{free_port()}"
-    with running_proxy(kafka.bootstrap(), "--metrics", metrics, env=_env()) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics, env=_env()) as proxy:
         topic = await _topic_with_records(proxy)
         address = await leader_address(proxy.host, proxy.port, topic)
         request = fetch_request(topic, 0, max_bytes=FETCH_BYTES, max_wait_ms=500)
@@ -180,14 +171,14 @@ async def test_never_readers_of_one_shared_read_hold_it_once(kafka: KafkaCluster
 
 
 async def test_never_readers_on_the_bootstrap_port_read_within_the_pool(
-    kafka: KafkaCluster,
+    kafka_broker: Broker,
 ) -> None:
     metrics = f"127.0.0.1:{free_port()}"
     env = _env(
         PURGATORY_PROXY_MEMORY__LIMIT="64MiB",
         PURGATORY_PROXY_MEMORY__SOCKET_REQUEST_MAX_BYTES="16MiB",
     )
-    with running_proxy(kafka.bootstrap(), "--metrics", metrics, env=env) as proxy:
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics, env=env) as proxy:
         topic = await _topic_with_records(proxy)
         bootstrap = (proxy.host, proxy.port)
         request = fetch_request(topic, 0, max_bytes=FETCH_BYTES, max_wait_ms=500)
