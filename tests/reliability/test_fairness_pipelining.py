@@ -24,8 +24,8 @@ import pytest
 
 from testbed.kafka_cluster import running_kafka
 from testbed.proxy_process import running_proxy
+from testbed.topics import create_topic
 from tests.support.load_pipeline import HalfTime, pipelining_flood
-from tests.support.load_scenario import create_topic
 from tests.support.load_wire import leader_address
 
 CONNECTIONS = 100
