@@ -405,7 +405,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
             "token_file": "/etc/kafka-sasl/token",
         },
     },
-    "memory": {"limit": "1GiB", "socket_request_max_bytes": "1MB", "tight_fraction": 0.25},
+    "memory": {
+        "limit": "1GiB",
+        "socket_request_max_bytes": "1MB",
+        "unauthenticated_request_max_bytes": "256KiB",
+        "tight_fraction": 0.25,
+    },
     "connections": {
         "idle_timeout_ms": 1111,
         "frame_timeout_ms": 2222,
@@ -417,6 +422,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "max_connection_creation_rate": 77,
         "max_connection_creation_rate_per_ip": 8,
         "reserved_descriptors": 99,
+        "send_timeout_ms": 12_000,
+        "authentication_timeout_ms": 13_000,
     },
     "purgatory": {"tick_ms": 2, "wheel_size": 64, "purge_interval": 77},
     "fetch": {
