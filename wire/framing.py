@@ -67,6 +67,8 @@ DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600
 SIZE_PREFIX_BYTES: Final = 4
 
 _SIZE = struct.Struct(">i")
+#: What a growing frame's buffer is extended with (never written; read in pieces of it).
+_ZEROS = memoryview(bytes(1 << 20))
 
 
 #: next_frame(): no complete frame yet; feed more bytes with receive_data().
@@ -249,7 +251,11 @@ class FrameDecoder:
         size = self._size
         if frame is None or size is None or self.capacity == size:
             raise LocalProtocolError("grow_frame() needs a pending frame that can grow")
-        frame += bytes(self.next_capacity - self.capacity)
+        more = self.next_capacity - self.capacity
+        while more:  # zeros from one shared buffer: no temporary of the growth's size
+            step = min(more, len(_ZEROS))
+            frame += _ZEROS[:step]
+            more -= step
         self._absorb(frame)
 
     def frame_filled(self, count: int) -> None:

@@ -94,14 +94,13 @@ def test_growing_frames_come_out_whole_however_they_are_fed(
             assert decoder.capacity <= max(first_piece, 2 * received)
         if size is not None and rng.random() < 0.5:
             buffer = decoder.frame_buffer()
-            if not len(buffer):
-                del buffer
-                decoder.grow_frame()
-                continue
             taken = min(step, len(buffer), len(stream) - position)
             buffer[:taken] = stream[position : position + taken]
             del buffer
-            decoder.frame_filled(taken)
+            if taken:
+                decoder.frame_filled(taken)
+            elif decoder.capacity < size:  # the buffer is full, the frame is not
+                decoder.grow_frame()
         elif position < len(stream):
             taken = min(step, len(stream) - position)
             decoder.receive_data(stream[position : position + taken])
