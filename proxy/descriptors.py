@@ -1,22 +1,26 @@
-# Strategy: the proxy's descriptor budget, read once at start (issue 29). Out of descriptors,
-# accept() fails for every listener alike, so the operators' endpoint would stop answering
-# with the clients (and it did: EMFILE out of its accept loop ended the proxy). The proxy
-# therefore caps its client connections below what the process may open:
+# Strategy: the proxy's descriptor budget (issue 29). Out of descriptors, accept() fails for
+# every listener alike, so the operators' endpoint would stop answering with the clients (and
+# it did: EMFILE out of its accept loop ended the proxy). The proxy therefore counts the
+# descriptors its client connections hold, one per descriptor actually open, against what the
+# process may open:
 #
-#   client connections <= (RLIMIT_NOFILE - reserved - PER_BROKER x brokers) / PER_CONNECTION
+#   capacity = RLIMIT_NOFILE - reserved - PER_BROKER x brokers
 #
-#   PER_CONNECTION  2: the client's socket and its own upstream connection (held fetches'
-#                   reads go on that one in passthrough, on the shared channels otherwise);
-#   PER_BROKER      6: a broker's listener, its four re-fetch channels and its watcher;
-#   reserved        [connections] reserved_descriptors (64): standard streams, the event
-#                   loop, the bootstrap and HTTP listeners, up to 16 HTTP connections (health
-#                   probes and scrapes), the metadata refresher, the request log, the
-#                   embedded broker's pipes and files opened now and then (certificates on
-#                   SIGHUP, password and token files, /proc for the process metrics).
+#   taken by   a client's socket (at accept: the connection is refused without one) and its
+#              own upstream connection while it is open (opened on need, closed when idle: a
+#              consumer whose fetches the purgatory answers has none, so 10,000 idle
+#              consumers cost 10,000 descriptors, not 20,000). A connection that needs its
+#              upstream connection when none is left is closed with one line.
+#   PER_BROKER 6: a broker's listener, its four re-fetch channels and its watcher;
+#   reserved   [connections] reserved_descriptors (64): standard streams, the event loop, the
+#              bootstrap and HTTP listeners, up to 16 HTTP connections (health probes and
+#              scrapes), the metadata refresher, the request log, the embedded broker's pipes
+#              and files opened now and then (certificates on SIGHUP, password and token
+#              files, /proc for the process metrics).
 #
 # At start the soft limit is raised to the hard one (what Go's runtime does, and systemd's
-# advice: a soft limit of 1024 exists for select(), which trio does not use), the cap is
-# computed and one log line reports the limit and every effective connection limit.
+# advice: a soft limit of 1024 exists for select(), which trio does not use), and one log line
+# reports the limit, the capacity and the connection limits.
 """The process's descriptor limit and the client connections it can afford."""
 
 from __future__ import annotations
@@ -24,16 +28,10 @@ from __future__ import annotations
 import resource
 from dataclasses import dataclass
 
-__all__ = [
-    "PER_BROKER",
-    "PER_CONNECTION",
-    "DescriptorLimit",
-    "affordable_connections",
-    "raise_descriptor_limit",
-]
+__all__ = ["PER_BROKER", "DescriptorBudget", "DescriptorLimit", "raise_descriptor_limit"]
 
-PER_CONNECTION = 2
 PER_BROKER = 6
+_UNLIMITED = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +61,46 @@ def raise_descriptor_limit() -> DescriptorLimit:
     return DescriptorLimit(soft, hard, before)
 
 
-def affordable_connections(limit: int, reserved: int, brokers: int) -> int:
-    """Client connections a process limited to ``limit`` descriptors can serve with
-    ``brokers`` brokers and ``reserved`` descriptors kept for itself (at least 0)."""
-    if limit == resource.RLIM_INFINITY or limit < 0:
-        return 2**31 - 1
-    return max(0, (limit - reserved - PER_BROKER * brokers) // PER_CONNECTION)
+class DescriptorBudget:
+    """The descriptors client connections may hold, and how many they hold now.
+
+    Args:
+        limit: the process's RLIMIT_NOFILE (negative or RLIM_INFINITY: unlimited).
+        reserved: descriptors kept for the proxy itself.
+
+    Pure bookkeeping, like ConnectionAdmission: whoever takes a descriptor gives it back.
+    """
+
+    __slots__ = ("_brokers", "in_use", "limit", "reserved")
+
+    def __init__(self, limit: int, reserved: int) -> None:
+        self.limit = limit
+        self.reserved = reserved
+        self._brokers = 0
+        #: Descriptors client connections hold now (sockets and their upstream connections).
+        self.in_use = 0
+
+    def __repr__(self) -> str:
+        return f"<DescriptorBudget {self.in_use} of {self.capacity}>"
+
+    @property
+    def capacity(self) -> int:
+        """Descriptors client connections may hold at once (at least 0)."""
+        if self.limit == resource.RLIM_INFINITY or self.limit < 0:
+            return _UNLIMITED
+        return max(0, self.limit - self.reserved - PER_BROKER * self._brokers)
+
+    def add_broker(self) -> None:
+        """A broker's listener and channels now take their descriptors."""
+        self._brokers += 1
+
+    def try_take(self) -> bool:
+        """Take one descriptor if the budget has one left."""
+        if self.in_use >= self.capacity:
+            return False
+        self.in_use += 1
+        return True
+
+    def give(self) -> None:
+        """Give back one descriptor taken with ``try_take``."""
+        self.in_use -= 1

@@ -19,6 +19,7 @@
 #         ├── SendTimeout              an answer not taken in connections.send_timeout_ms
 #         ├── AuthenticationTimeout    passthrough: not accepted by the cluster in time
 #         ├── UpstreamFailed           no upstream, or it broke, closed or answered out of order
+#         ├── OutOfDescriptors         its own upstream connection would exceed the budget
 #         └── ConnectionBroken         a stream broke under us (reset, closed resource)
 #
 # A connection ends with exactly one ConnectionClosed (the first one noted wins): its message
@@ -177,6 +178,13 @@ class UpstreamFailed(ConnectionClosed):
     it answered a correlation id the proxy did not expect (the connection is out of step)."""
 
     kind = "upstream"
+
+
+class OutOfDescriptors(ConnectionClosed):
+    """The connection needed an upstream connection of its own while client connections held
+    every descriptor the process can spare (proxy/descriptors.py)."""
+
+    kind = "descriptors"
 
 
 class AuthenticationFailed(ConnectionClosed):

@@ -36,14 +36,13 @@ from proxy.connection.admission import ConnectionAdmission
 from proxy.connection.api_versions import KnownApiVersions
 from proxy.connection.drain import Drain
 from proxy.connection.listeners import (
-    DescriptorBudget,
     ListenerFactory,
     Listeners,
     SocketListeners,
     bind_socket_listener,
 )
 from proxy.connection.services import ConnectionServices
-from proxy.descriptors import PER_BROKER, PER_CONNECTION, raise_descriptor_limit
+from proxy.descriptors import PER_BROKER, DescriptorBudget, raise_descriptor_limit
 from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
 from proxy.held.partition_state import TopicNames
@@ -148,7 +147,7 @@ async def serve(
         server_tls.on_failure = lambda listener, reason: failures.labels(listener, reason).inc()
     listen_host, listen_port = parse_host_port(config.proxy.listen)
     descriptors = limit = None
-    if listeners is None:  # real sockets cost descriptors: the cap fits the process's limit
+    if listeners is None:  # real sockets cost descriptors: counted against the process's limit
         limit = raise_descriptor_limit()
         descriptors = DescriptorBudget(limit.soft, config.connections.reserved_descriptors)
     client_listeners = Listeners(
@@ -195,6 +194,7 @@ async def serve(
                 drain=drain,
                 client_dialer=client_dialer if client_dialer is not None else dialer,
                 api_versions=KnownApiVersions(config.upstream.metadata_refresh_ms / 1000),
+                descriptors=descriptors,
             )
             async with trio.open_nursery() as handlers:
                 with shutdown:
@@ -220,13 +220,14 @@ async def serve(
                             )  # fmt: skip
                             http_host, http_port = http.socket.getsockname()[:2]
                             log.info("metrics endpoint on http://%s", Address(http_host, http_port))
-                        if limit is not None:  # (once bound: a failed start says one thing)
+                        if descriptors is not None and limit is not None:  # (once bound: a
+                            # failed start says one thing)
                             log.info(
-                                "%s: %s (%d descriptors each, %d kept for the proxy, %d fewer "
-                                "connections per broker)", limit.describe(),
-                                client_listeners.admission.describe(), PER_CONNECTION,
-                                config.connections.reserved_descriptors,
-                                PER_BROKER // PER_CONNECTION,
+                                "%s: %d for client connections' sockets and their own upstream "
+                                "connections (%d kept for the proxy, %d per broker); %s",
+                                limit.describe(), descriptors.capacity,
+                                config.connections.reserved_descriptors, PER_BROKER,
+                                client_listeners.admission.describe(),
                             )  # fmt: skip
                         log.info("purgatory-proxy listening on %s", address)
                         task_status.started(Running(address, services, readiness))

@@ -4,9 +4,8 @@
 #
 #   admit(ip, now_s)  in this order, the first that says no refuses the connection:
 #     max_connections          client connections open at once, all listeners (Kafka:
-#                              max.connections), lowered to what the descriptor limit allows
-#                              (`fit`, proxy/descriptors.py): a connection the proxy cannot
-#                              afford to serve is refused before it costs anything else
+#                              max.connections); what the descriptor limit allows is the
+#                              listeners' DescriptorBudget, asked after these
 #     max_connections_per_ip   open from one address (Kafka: max.connections.per.ip and its
 #                              overrides; 0 with overrides: only the addresses listed)
 #     creation rate            new connections per second, all addresses (Kafka:
@@ -96,7 +95,8 @@ class ConnectionAdmission:
     """Which accepted connections may be served (see the module header).
 
     Args:
-        max_connections: open at once, all listeners (already fitted to the descriptors).
+        max_connections: open at once, all listeners (the descriptors they hold are counted
+            apart: proxy/descriptors.py).
         max_connections_per_ip: open at once from one address.
         per_ip_overrides: address -> its own cap (normalized addresses).
         creation_rate: new connections per second, all addresses.
@@ -132,8 +132,7 @@ class ConnectionAdmission:
         if self.open >= self.max_connections:
             return Refusal(
                 "max_connections",
-                f"{self.open} client connections open (connections.max_connections, "
-                "fitted to the descriptor limit)",
+                f"{self.open} client connections open (connections.max_connections)",
             )
         if ip is not None:
             cap = self._overrides.get(ip, self._per_ip)

@@ -16,9 +16,9 @@
 # Limits (issue 29): each accepted connection is first put to the ConnectionAdmission
 # (proxy/connection/admission.py: total, per IP address, creation rates). A refused one is
 # closed at once, counted in connections_refused_total{reason} and logged, one line per reason
-# at most every 10 s with how many more were refused since. The total cap follows the
-# descriptors the process can afford (proxy/descriptors.py), which shrinks with each broker
-# listener opened. Out of descriptors all the same, the accept loops wait and retry
+# at most every 10 s with how many more were refused since. Then it takes a descriptor from the
+# DescriptorBudget (proxy/descriptors.py), or is refused the same way ("descriptors"); it gives
+# it back when it ends. Out of descriptors all the same, the accept loops wait and retry
 # (proxy/accepting.py) rather than end.
 #
 # Sockets come from a ListenerFactory: real sockets in production (SocketListeners), trio's
@@ -40,14 +40,13 @@ from proxy.accepting import accept_or_wait
 from proxy.connection.admission import ConnectionAdmission, Refusal, normalize_ip
 from proxy.connection.client import ClientConnection, peer_name
 from proxy.connection.services import ConnectionServices
-from proxy.descriptors import affordable_connections
+from proxy.descriptors import DescriptorBudget
 from proxy.errors import StartupError
 from proxy.metrics import Metrics
 from proxy.routing import Address
 from proxy.tls import ServerTls, TlsHandshakeFailed
 
 __all__ = [
-    "DescriptorBudget",
     "ListenerFactory",
     "Listeners",
     "SocketListeners",
@@ -90,15 +89,6 @@ class _BrokerListener:
     node_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class DescriptorBudget:
-    """What the total connection cap is fitted to: the process's descriptor limit and the
-    descriptors kept for the proxy itself (proxy/descriptors.py)."""
-
-    limit: int
-    reserved: int
-
-
 class Listeners:
     """Client listeners and their accept loops.
 
@@ -108,8 +98,9 @@ class Listeners:
         metrics: accepted, refused connections and accept failures are counted.
         server_tls: TLS of every listener, or None for plaintext.
         handshake_timeout_s: bound of a TLS handshake (connections.frame_timeout_ms).
-        admission: the connection limits (its total cap is refitted as brokers come).
-        descriptors: what the total cap is fitted to; None: not fitted (in-memory listeners).
+        admission: the connection limits.
+        descriptors: what client connections' sockets take a descriptor from (None: not
+            counted, in-memory listeners).
     """
 
     def __init__(
@@ -131,9 +122,6 @@ class Listeners:
         self._connection_ids = itertools.count(1)
         self.admission = admission
         self._descriptors = descriptors
-        self._configured_max = admission.max_connections
-        self._brokers = 0
-        self._fit()
         self._refusals_logged_s: dict[str, float] = {}
         self._refusals_unlogged: dict[str, int] = {}
 
@@ -152,17 +140,9 @@ class Listeners:
             extra={"broker": node_id},
         )  # fmt: skip
         self._new_send.send_nowait(_BrokerListener(listener, node_id))
-        self._brokers += 1
-        self._fit()
+        if self._descriptors is not None:
+            self._descriptors.add_broker()
         return port
-
-    def _fit(self) -> None:
-        """Cap the client connections at what the descriptors left after the proxy's own
-        (per broker: its listener and channels) can serve."""
-        budget = self._descriptors
-        if budget is not None:
-            affordable = affordable_connections(budget.limit, budget.reserved, self._brokers)
-            self.admission.max_connections = min(self._configured_max, affordable)
 
     async def run(
         self,
@@ -199,13 +179,27 @@ class Listeners:
             while True:
                 stream = await accept_or_wait(listener, metrics.accept_failures, where)
                 ip = peer_ip(stream)
-                refusal = self.admission.admit(ip, trio.current_time())
+                refusal = self._admit(ip)
                 if refusal is not None:
                     await trio.aclose_forcefully(stream)
                     self._refused(refusal, ip)
                     continue
                 accepted.inc()
                 handlers.start_soon(self._serve, stream, node_id, services, ip)
+
+    def _admit(self, ip: str | None) -> Refusal | None:
+        """Count a new connection in (the limits, then a descriptor), or say why not."""
+        refusal = self.admission.admit(ip, trio.current_time())
+        budget = self._descriptors
+        if refusal is None and budget is not None and not budget.try_take():
+            self.admission.release(ip)
+            refusal = Refusal(
+                "descriptors",
+                f"client connections hold all {budget.capacity} descriptors the process can "
+                "spare (connections.reserved_descriptors and each broker's kept out of "
+                "RLIMIT_NOFILE)",
+            )
+        return refusal
 
     def _refused(self, refusal: Refusal, ip: str | None) -> None:
         """Count a refused connection; log it unless its reason was logged in the last 10 s
@@ -241,6 +235,8 @@ class Listeners:
                 await ClientConnection(services, stream, node_id, next(self._connection_ids)).run()
         finally:
             self.admission.release(ip)
+            if self._descriptors is not None:
+                self._descriptors.give()
 
     async def _serve_tls(
         self, stream: trio.abc.Stream, node_id: int | None, services: ConnectionServices

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from proxy.config import Config
 from proxy.connection.api_versions import KnownApiVersions
 from proxy.connection.drain import Drain
+from proxy.descriptors import DescriptorBudget
 from proxy.held.service import HeldRequests
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
@@ -37,6 +38,8 @@ class ConnectionServices:
             without the proxy's SASL when clients authenticate themselves (passthrough).
         api_versions: the cluster's ApiVersions answers, to answer reconnecting clients
             (proxy identity only).
+        descriptors: what a client connection's own upstream connection takes a descriptor
+            from while it is open (None: not counted, in-memory tests).
     """
 
     config: Config
@@ -51,6 +54,7 @@ class ConnectionServices:
     drain: Drain
     client_dialer: Dialer
     api_versions: KnownApiVersions
+    descriptors: DescriptorBudget | None = None
 
     @property
     def passthrough(self) -> bool:

@@ -50,7 +50,7 @@ import trio
 
 from proxy.connection.services import ConnectionServices
 from proxy.connection.state import Connection
-from proxy.errors import UpstreamFailed, UpstreamUnavailable
+from proxy.errors import OutOfDescriptors, UpstreamFailed, UpstreamUnavailable
 from proxy.framed import Flushable, FrameReader, PeerClosed, StreamWriter
 from proxy.memory import Lease
 from wire.apis import ApiKey
@@ -345,6 +345,8 @@ class UpstreamLink:
                     lease.release()
             self._early.clear()
             self._services.metrics.upstream_open.dec()
+            if self._services.descriptors is not None:
+                self._services.descriptors.give()
             await trio.aclose_forcefully(stream)
 
     async def _close_when_idle(self, stream: trio.abc.Stream) -> None:
@@ -368,6 +370,27 @@ class UpstreamLink:
                 self._used_s = trio.current_time()  # busy: counts as used now
 
     async def _connect(self) -> trio.abc.Stream:
+        """A new upstream connection, holding one descriptor of the budget while it is open.
+
+        Raises:
+            OutOfDescriptors: client connections hold every descriptor the budget has.
+            UpstreamFailed: no address known, or none of them could be reached.
+        """
+        budget = self._services.descriptors
+        if budget is not None and not budget.try_take():
+            raise OutOfDescriptors(
+                "no descriptor to spare for its own upstream connection: client connections "
+                f"hold all {budget.capacity} the process can spare "
+                "(connections.reserved_descriptors and each broker's kept out of RLIMIT_NOFILE)"
+            )
+        try:
+            return await self._dial()
+        except BaseException:
+            if budget is not None:
+                budget.give()
+            raise
+
+    async def _dial(self) -> trio.abc.Stream:
         services = self._services
         candidates = services.upstream_for(self._node_id)
         connects = services.metrics.upstream_connects

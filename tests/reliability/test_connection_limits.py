@@ -104,33 +104,81 @@ def test_out_of_descriptors_the_proxy_refuses_the_excess_and_its_probes_answer(
 ) -> None:
     metrics = f"127.0.0.1:{free_port()}"
     with running_proxy(kafka_broker.bootstrap, "--metrics", metrics, nofile=NOFILE) as proxy:
-        line = proxy.wait_for_log(rf"descriptor limit {NOFILE}: at most (\d+) client connections")
-        cap = int(line[1])
-        assert 0 < cap < FLOOD
+        line = proxy.wait_for_log(rf"descriptor limit {NOFILE}: (\d+) for client connections")
+        capacity = int(line[1])
+        assert 0 < capacity < FLOOD
         started = time.monotonic()
         flood: list[socket.socket] = []
         try:
             for _ in range(FLOOD):
                 flood.append(_attack(proxy))
             served = len(_served_ones(flood))
-            # Probes and scrapes are answered while every client slot is taken.
+            # Probes and scrapes are answered while every client descriptor is taken.
             assert _get(metrics, "/healthz") == (200, b"ok\n")
             assert _get(metrics, "/readyz")[0] == 200
             assert proxy.alive()
+            own_upstreams = metric_value(metrics, "purgatory_proxy_upstream_connections_open")
         finally:
             _close(flood)
         elapsed_s = time.monotonic() - started
-        # Each broker's listener, opened after the start-up line, takes 3 slots of the cap.
+        # One descriptor per client socket, and one per client's own upstream connection (the
+        # ApiVersions asked before the proxy had the cluster's answer were forwarded); each
+        # broker's listener and channels take 6 of the budget.
         brokers = len(re.findall(r"broker \d+ is served at", proxy.log_text()))
-        assert cap - 3 * brokers <= served <= cap
+        assert served + own_upstreams == capacity - 6 * brokers
         refused = metric_value(metrics, "purgatory_proxy_connections_refused_total",
-                               reason="max_connections")  # fmt: skip
+                               reason="descriptors")  # fmt: skip
         assert refused == FLOOD - served
         lines = _refusal_lines(proxy)
-        assert {reason for _, reason in lines} == {"connections.max_connections"}
+        assert {reason for _, reason in lines} == {"connections.reserved_descriptors"}
         assert 1 <= len(lines) <= 1 + elapsed_s / 10  # one line per reason per 10 s
         _round_trip(proxy.bootstrap)
         assert proxy.alive()
+
+
+#: Metadata v1 for no topics, correlation id 9: a request the proxy forwards on the client's own
+#: upstream connection (ApiVersions may be answered from the cluster's last answer).
+_METADATA = b"\x00\x00\x00\x16\x00\x03\x00\x01\x00\x00\x00\x09\x00\x08attacker\x00\x00\x00\x00"
+
+
+def test_a_connection_whose_own_upstream_has_no_descriptor_left_is_closed_alone(
+    kafka_broker: Broker,
+) -> None:
+    """Idle clients cost one descriptor each, so the budget admits them all; a client that
+    then needs an upstream connection of its own when none is left is closed with one line,
+    and the others and the probes carry on."""
+    metrics = f"127.0.0.1:{free_port()}"
+    with running_proxy(kafka_broker.bootstrap, "--metrics", metrics, nofile=NOFILE) as proxy:
+        proxy.wait_for_log(r"broker \d+ is served at")
+        idle: list[socket.socket] = []
+        try:
+            for _ in range(FLOOD):  # until the budget refuses one: every descriptor is taken
+                sock = _attack(proxy)
+                if not _served(sock):
+                    sock.close()
+                    break
+                idle.append(sock)
+            idle.pop().close()  # one descriptor comes back: for a client socket only
+            deadline = time.monotonic() + 10  # a hang guard: the proxy sees the close at once
+            while True:
+                needy = socket.create_connection((proxy.host, proxy.port), timeout=10)
+                needy.sendall(_METADATA)
+                if proxy.log_text().count("no descriptor to spare for its own upstream") or (
+                    time.monotonic() > deadline
+                ):
+                    break
+                needy.close()
+                time.sleep(0.1)
+            assert not _served(needy)  # closed with no answer
+            proxy.wait_for_log(r"closed client connection .*no descriptor to spare for its own")
+            assert _get(metrics, "/healthz") == (200, b"ok\n")
+            assert all(sock.fileno() >= 0 for sock in idle) and proxy.alive()
+            closed = metric_value(metrics, "purgatory_proxy_connections_closed_total",
+                                  reason="descriptors")  # fmt: skip
+            assert closed >= 1
+        finally:
+            _close(idle)
+        _round_trip(proxy.bootstrap)
 
 
 def test_each_address_is_held_to_its_own_cap_and_others_are_served(

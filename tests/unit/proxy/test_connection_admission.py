@@ -7,7 +7,7 @@ import pytest
 
 from proxy.config import ConfigError, load_config
 from proxy.connection.admission import ConnectionAdmission, TokenBucket, normalize_ip
-from proxy.descriptors import affordable_connections
+from proxy.descriptors import DescriptorBudget
 
 
 def test_the_total_cap_refuses_the_connection_past_it_until_one_ends() -> None:
@@ -103,8 +103,22 @@ def test_overrides_are_checked_and_normalized_by_the_configuration(tmp_path) -> 
         load_config(path)
 
 
-def test_the_total_cap_leaves_the_reserve_and_each_brokers_descriptors() -> None:
-    assert affordable_connections(256, 64, 0) == 96  # (256 - 64) / 2
-    assert affordable_connections(256, 64, 3) == 87  # each broker: 6 descriptors
-    assert affordable_connections(50, 64, 1) == 0
-    assert affordable_connections(-1, 64, 1) == 2**31 - 1  # RLIM_INFINITY
+def test_the_descriptor_budget_leaves_the_reserve_and_each_brokers_descriptors() -> None:
+    budget = DescriptorBudget(256, 64)
+    assert budget.capacity == 192  # 256 - 64
+    for _ in range(3):
+        budget.add_broker()
+    assert budget.capacity == 174  # each broker: 6 descriptors
+    assert DescriptorBudget(50, 64).capacity == 0
+    assert DescriptorBudget(-1, 64).capacity == 2**31 - 1  # RLIM_INFINITY
+
+
+def test_descriptors_are_taken_one_by_one_until_none_is_left_and_come_back() -> None:
+    budget = DescriptorBudget(70, 64)  # 6 to spare
+    assert [budget.try_take() for _ in range(7)] == [True] * 6 + [False]
+    assert budget.in_use == 6
+    budget.give()
+    assert budget.try_take() and not budget.try_take()
+    budget.add_broker()  # a broker's 6 come off what is left: nothing may be taken now
+    budget.give()
+    assert not budget.try_take()
