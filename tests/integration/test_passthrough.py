@@ -71,7 +71,9 @@ from tests.integration._kafka_raw import metric_value
 from tests.support.group_round_trip import group_round_trip
 from tests.support.raw_tls_client import RawKafka, closed_by_peer, log_lines_about
 from tests.support.secure_kafka import expired_channels, proxy_env, sasl_options
-from wire.apis import ApiKey
+from wire.apis import ApiKey, response_header_version
+from wire.codec import decode_response
+from wire.headers import parse_response_header
 from wire.messages import (
     ApiVersionsRequest,
     FetchRequest,
@@ -94,6 +96,7 @@ BOB = ClientSasl("bob", USERS["bob"], MECHANISM)
 ALICE_TOPICS, ALICE_GROUPS = "alice-", "group-alice-"
 #: The session lifetime on the SASL_PLAINTEXT listener.
 LIFETIME_MS = 4000
+FETCH_VERSION = 11
 TOPIC_AUTHORIZATION_FAILED = 29
 SASL_AUTHENTICATION_FAILED = 58
 #: All the proxy's own identity may send (docs/security.md): no records, writes, group work
@@ -374,16 +377,16 @@ def _leader(raw: RawKafka, topic: str) -> str:
     return brokers[leader]
 
 
-def _fetch(
-    raw: RawKafka,
+def _fetch_request(
     topic: str,
     *,
+    offset: int = 0,
     max_wait_ms: int = 500,
     session_id: int = 0,
     session_epoch: int = -1,
-) -> FetchResponse:
-    partition = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-    request = FetchRequest(
+) -> FetchRequest:
+    partition = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    return FetchRequest(
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=1 << 20,
@@ -391,8 +394,22 @@ def _fetch(
         session_epoch=session_epoch,
         topics=[FetchTopic(topic=topic, partitions=[partition])],
     )
-    answer = raw.call(ApiKey.FETCH, 11, request)
+
+
+def _fetch(raw: RawKafka, topic: str, **shape: int) -> FetchResponse:
+    """A Fetch v11 of ``topic``'s partition 0 (``shape``: see _fetch_request), answered."""
+    answer = raw.call(ApiKey.FETCH, FETCH_VERSION, _fetch_request(topic, **shape))
     assert isinstance(answer, FetchResponse), "connection closed on Fetch"
+    return answer
+
+
+def _fetch_answer(raw: RawKafka) -> FetchResponse:
+    """The answer to a Fetch sent earlier with ``raw.send``."""
+    frame = raw.read_frame()
+    assert frame is not None, "connection closed on Fetch"
+    _, start = parse_response_header(frame, response_header_version(ApiKey.FETCH, FETCH_VERSION))
+    answer = decode_response(ApiKey.FETCH, FETCH_VERSION, frame[start:])
+    assert isinstance(answer, FetchResponse)
     return answer
 
 
@@ -618,6 +635,19 @@ def _assert_denied(answer: FetchResponse) -> None:
             assert not partition.records
 
 
+def _await_offset_watch(gateway: Gateway, since: int) -> None:
+    """Until the proxy's offset watcher has asked the cluster (ListOffsets as the proxy) since
+    request ``since`` of the log: a fetch held from then on, the proxy knows its partition's
+    end first-hand, fresh. At most 10 s (the watcher asks every 100 ms while one is held)."""
+    deadline = time.monotonic() + 10
+    while not any(
+        s.api_key == ApiKey.LIST_OFFSETS and s.user == PROXY_USER
+        for s in _requests(gateway.cluster)[since:]
+    ):
+        assert time.monotonic() < deadline, "the proxy's offset watcher never asked"
+        time.sleep(0.05)
+
+
 def test_bob_is_denied_a_partition_alice_just_read_through_the_same_proxy(
     gateway: Gateway,
 ) -> None:
@@ -629,24 +659,37 @@ def test_bob_is_denied_a_partition_alice_just_read_through_the_same_proxy(
     leader = _leader_of(bootstrap, topic)
     alice, _ = _logged_in(leader, ALICE)
     with alice.sock:
-        # Alice reads the partition (sessionless, then in a fetch session the proxy keeps).
+        # Alice reads the partition (sessionless, then in a fetch session the proxy keeps),
+        # then waits at its end: held, so the proxy's knowledge of it is current.
         read = _fetch(alice, topic)
         assert _values(read) == sent
         opened = _fetch(alice, topic, session_epoch=0)
         assert _values(opened) == sent
+        end = len(sent)
+        waits_from = _request_count(gateway.cluster)
+        at_end = _fetch_request(topic, offset=end, max_wait_ms=20_000)
+        alice.send(ApiKey.FETCH, FETCH_VERSION, at_end)
+        _await_offset_watch(gateway, waits_from)
         bob, _ = _logged_in(leader, BOB)
         with bob.sock:
             _assert_denied(_fetch(bob, topic))
             _assert_denied(_fetch(bob, topic, max_wait_ms=2000))
+            # At the end alice waits at, where the proxy knows that nothing is new, again and
+            # again (a denial must not teach his connection that it may be answered there).
+            for _ in range(3):
+                _assert_denied(_fetch(bob, topic, offset=end, max_wait_ms=2000))
             # In a fetch session of his own: first the full fetch, then an incremental one.
             full = _fetch(bob, topic, session_epoch=0)
             _assert_denied(full)
             assert full.session_id  # the proxy keeps the session; the next is incremental
             _assert_denied(_fetch(bob, topic, session_id=full.session_id, session_epoch=1))
+        # Alice's held fetch is answered with what she writes next, and only that.
+        _produce_as_alice(bootstrap, topic, [b"secret-next"])
+        assert _values(_fetch_answer(alice)) == [b"secret-next"]
     served = _requests(gateway.cluster)[since:]
     bob_fetches = [s for s in served if s.user == BOB.username and s.api_key == ApiKey.FETCH]
-    # Each of bob's four fetches reached the cluster on his connection, and was denied there.
-    assert len(bob_fetches) >= 4, bob_fetches
+    # Each of bob's seven fetches reached the cluster on his connection, and was denied there.
+    assert len(bob_fetches) >= 7, bob_fetches
     denied = [(TOPIC_AUTHORIZATION_FAILED, 0)]
     assert all(list(s.partitions) == denied for s in bob_fetches), bob_fetches
     _assert_records_only_on_own_connections(gateway.cluster, ALICE.username, since)
@@ -745,8 +788,10 @@ def test_past_the_session_lifetime_without_reauthentication_nothing_comes_from_p
     reauth_gateway: Gateway,
 ) -> None:
     """A raw client logs in (4 s sessions), reads, then lets its session expire without
-    re-authenticating: its next Fetch must go to the cluster (which closes the connection, as
-    Kafka does on an expired session), not be answered from what the proxy knows."""
+    re-authenticating. Its next Fetch, at the end of the partition while another connection
+    of alice's waits there (so the proxy knows, fresh, that nothing is new), must go to the
+    cluster, which closes the connection as Kafka does on an expired session; it must not be
+    answered from what the proxy knows."""
     gateway = reauth_gateway
     bootstrap = gateway.proxy.bootstrap
     topic = _create_topic(bootstrap, ALICE, "alice-expiry")
@@ -756,31 +801,25 @@ def test_past_the_session_lifetime_without_reauthentication_nothing_comes_from_p
     alice, login = _logged_in(leader, ALICE)
     assert login.session_lifetime_ms == LIFETIME_MS  # the broker's lifetime, relayed
     with alice.sock:
-        assert _values(_fetch(alice, topic)) == sent
-        expired_before = expired_channels(gateway.cluster)
+        # The first read is the cluster's word that she is in; the second, taken by the
+        # proxy on her connection, teaches it that this connection may read the partition.
+        for _ in range(2):
+            assert _values(_fetch(alice, topic)) == sent
         time.sleep(LIFETIME_MS / 1000 + 1)  # past the session, no re-authentication
-        correlation_id = alice.send(
-            ApiKey.FETCH,
-            11,
-            FetchRequest(
-                max_wait_ms=1000,
-                min_bytes=1,
-                topics=[
-                    FetchTopic(
-                        topic=topic,
-                        partitions=[
-                            FetchPartition(
-                                partition=0,
-                                fetch_offset=len(sent),
-                                partition_max_bytes=1 << 20,
-                            )
-                        ],
-                    )
-                ],
-            ),
-        )
-        assert correlation_id > 0
-        assert alice.read_frame() is None  # closed, not answered from proxy state
+        waiter, _ = _logged_in(leader, ALICE)
+        with waiter.sock:
+            assert _values(_fetch(waiter, topic)) == sent  # (the cluster's word: accepted)
+            waits_from = _request_count(gateway.cluster)
+            waiting = _fetch_request(topic, offset=len(sent), max_wait_ms=3000)
+            waiter.send(ApiKey.FETCH, FETCH_VERSION, waiting)
+            _await_offset_watch(gateway, waits_from)
+            expired_before = expired_channels(gateway.cluster)
+            at_end = _fetch_request(topic, offset=len(sent), max_wait_ms=1000)
+            correlation_id = alice.send(ApiKey.FETCH, FETCH_VERSION, at_end)
+            assert correlation_id > 0
+            assert alice.read_frame() is None  # closed, not answered from proxy state
+            # The waiter, in its session, is answered: nothing new at its max wait.
+            assert _values(_fetch_answer(waiter)) == []
     # The broker closed it: the client's own connection, its Fetch the request it refused.
     expired = {
         address: client_id
