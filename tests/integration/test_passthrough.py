@@ -100,21 +100,11 @@ FETCH_VERSION = 11
 TOPIC_AUTHORIZATION_FAILED = 29
 SASL_AUTHENTICATION_FAILED = 58
 #: All the proxy's own identity may send (docs/security.md): no records, writes, group work
-#: or admin. ApiVersions, SaslHandshake and SaslAuthenticate before the login are the
-#: authenticator's and never reach the request log.
+#: or admin. (Its SaslHandshake and SaslAuthenticate are the broker's authenticator's, never
+#: in the request log.)
 PROXY_IDENTITY_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.LIST_OFFSETS})
 #: Short group sessions, so a group's first assignment comes quickly.
 GROUP = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
-
-
-def _aiokafka_sasl(sasl: ClientSasl) -> dict[str, object]:
-    """aiokafka's settings to log in to the proxy's plaintext listener as ``sasl``."""
-    return {
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": sasl.mechanism,
-        "sasl_plain_username": sasl.username,
-        "sasl_plain_password": sasl.password,
-    }
 
 
 # --- the cluster, set up as an operator would ----------------------------------------------
@@ -347,7 +337,7 @@ def _produce_as_alice(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
     async def produce() -> None:
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all", **_aiokafka_sasl(ALICE)
+            bootstrap_servers=bootstrap, acks="all", **kafka_python_options(None, ALICE)
         )
         await producer.start()
         try:
@@ -428,7 +418,7 @@ def _create_topic(bootstrap: str, sasl: ClientSasl, prefix: str) -> str:
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
 
     async def create() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **_aiokafka_sasl(sasl))
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **kafka_python_options(None, sasl))
         await admin.start()
         try:
             await admin.create_topics([NewTopic(topic, 1, 1)])
@@ -466,7 +456,7 @@ def test_alice_round_trip_with_a_waiting_consumer_fetches_only_as_alice(
     when the producer sends more. Every record came over alice's own connections."""
     bootstrap = gateway.proxy.bootstrap
     since = _request_count(gateway.cluster)
-    options = _aiokafka_sasl(ALICE)
+    options = kafka_python_options(None, ALICE)
     topic = _create_topic(bootstrap, ALICE, "alice-round-trip")
     first = [f"first-{i}".encode() for i in range(20)]
     later = [f"later-{i}".encode() for i in range(20)]
