@@ -20,15 +20,20 @@ GROUP_TIMEOUTS: dict[str, int] = {"session_timeout_ms": 6000, "heartbeat_interva
 
 
 def group_round_trip(
-    bootstrap: str, options: Mapping[str, object] | None = None, count: int = 20
+    bootstrap: str,
+    options: Mapping[str, object] | None = None,
+    count: int = 20,
+    prefix: str = "round-trip",
 ) -> None:
     """Create a topic, produce ``count`` records, read them back in a group; assert equality.
 
     Args:
         options: extra kafka-python settings for every client (TLS, SASL).
+        prefix: the topic is ``<prefix>-<random>`` and the group ``group-<topic>`` (names
+            a client's ACLs may be bound to).
     """
     extra = dict(options or {})
-    topic = f"round-trip-{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, **extra)
     admin.create_topics([NewTopic(topic, 1, 1)])
     admin.close()
