@@ -360,4 +360,3 @@ func topicConfig(ctx context.Context, cl *kafka.Client, topic, name string) stri
 	}
 	return ""
 }
-

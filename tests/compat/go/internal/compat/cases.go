@@ -41,7 +41,7 @@ const LargeValueBytes = 5 << 20
 // clients' request and fetch limits: room for one 5 MiB record and its batch.
 const LargeLimitBytes = 8 << 20
 
-// Topics is the case's topics for base name ``base`` and run id ``run``.
+// Topics is the case's topics for base name “base“ and run id “run“.
 func Topics(kase, base, run string) []Topic {
 	switch kase {
 	case "codecs":

@@ -37,21 +37,21 @@ import (
 
 // Options is the command line of the roundtrip, case and admin modes.
 type Options struct {
-	Bootstrap        []string
-	Topic            string
-	Partitions       int
-	Group            string
-	Case             string
-	RunID            string
-	Principal        string
-	SessionTimeout   time.Duration
-	Deadline         time.Time
-	TLS              *tls.Config
-	SASL             *SASL
-	ReadCommitted    bool
-	Idempotent       bool
-	GroupProtocol    string
-	SoftwareName     string
+	Bootstrap      []string
+	Topic          string
+	Partitions     int
+	Group          string
+	Case           string
+	RunID          string
+	Principal      string
+	SessionTimeout time.Duration
+	Deadline       time.Time
+	TLS            *tls.Config
+	SASL           *SASL
+	ReadCommitted  bool
+	Idempotent     bool
+	GroupProtocol  string
+	SoftwareName   string
 }
 
 // SASL is the login from the environment.
