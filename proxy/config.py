@@ -165,7 +165,9 @@ class ConnectionsSection(_Section):
     """Close a client's own upstream connection when nothing went on it this long and nothing
     is owed on it (re-opened on the next request that needs it); 0 = keep it open. Its held
     fetches go on the proxy's shared channels, so an idle consumer costs one descriptor.
-    Never closed with client_auth = "passthrough" (it carries the client's authentication)."""
+    Never closed with client_auth = "passthrough" (it carries the client's authentication), nor
+    once it carried a ShareFetch or ShareAcknowledge (the broker ends a KIP-932 share session
+    with the connection that opened it)."""
 
 
 class PurgatorySection(_Section):

@@ -1,28 +1,46 @@
 # Strategy: decide per request, from its header alone where possible, what the proxy must do
 # with it, and rewrite the few responses that name brokers or versions.
 #
-#   - APIs the codec does not know: the connection is closed (we could not tell where a
-#     broker address might hide in them, and we do not advertise them).
+#   - Every API in wire/'s tables (all of Kafka's own schemas, wire/_generate.py) is forwarded
+#     as bytes at whatever version the cluster offers, except the few the proxy looks inside
+#     (LOOKED_INSIDE, each with its reason): those are decoded, so their versions are clamped
+#     to the tables' ranges, and a version outside them closes the connection.
+#   - APIs newer than the tables: not advertised, and a request for one closes the connection
+#     with one log line (we could not tell where a broker address might hide in it).
 #   - ApiVersions of a version we cannot decode: answered locally with Kafka's v0
-#     UNSUPPORTED_VERSION response carrying our ranges, so clients retry lower.
-#   - ApiVersions responses: version ranges of the APIs we decode are clamped to what we can
-#     decode; APIs the codec does not know are removed.
-#   - Metadata, FindCoordinator, DescribeCluster, and the KIP-951 node_endpoints of Produce and
-#     Fetch responses: every broker address is replaced by the proxy's address for that node.
-#   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
+#     UNSUPPORTED_VERSION response carrying our ranges, so clients retry lower. A broker
+#     older than the client's version answers the same way, and that answer is passed on.
 #   - SaslHandshake / SaslAuthenticate from clients: with client_auth = "none" refused locally
 #     and not advertised (proxy/client_sasl.py); with "passthrough" forwarded as they are and
 #     advertised, SaslHandshake from v1 on (v0 is followed by unframed SASL tokens, which a
 #     proxy that reads Kafka frames cannot pass on: refused with the connection closed).
+#   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
+#
+# Responses that name brokers, from every response schema of Kafka 4.4 with a host or port:
+#   rewritten to the proxy's address for that node
+#     Metadata (brokers); FindCoordinator (v0-3 one coordinator, v4+ one per key, for every
+#     key type: 0 groups of every kind, 1 transactions, 2 share-partition state);
+#     DescribeCluster (brokers); the node endpoints of Produce v10+ / Fetch v16+ (KIP-951) and
+#     of ShareFetch / ShareAcknowledge (KIP-932, every version): clients follow leaders there.
+#   left as they are
+#     DescribeQuorum v2+ nodes' listeners: the controllers, which the proxy does not front
+#       (clients reach them only through bootstrap.controllers, never through a broker port).
+#     StreamsGroupHeartbeat / StreamsGroupDescribe endpoints: the Kafka Streams application
+#       instances' own endpoints (interactive queries), not brokers.
+#     ClientHost of DescribeGroups / ConsumerGroupDescribe / ShareGroupDescribe /
+#       StreamsGroupDescribe members, and Host of DescribeAcls / DeleteAcls: client addresses.
+#     Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, UpdateRaftVoter: controller-only
+#       KRaft APIs that brokers do not serve.
 #
 # A response is re-encoded only when something in it changed; otherwise its bytes pass through.
 """What to do with each request, and the rewriting of responses that name brokers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
@@ -30,7 +48,7 @@ from proxy.client_sasl import CLIENT_SASL_APIS, ClientSaslV0, refuse_client_sasl
 from proxy.held.partition_state import TopicNames
 from proxy.routing import Address
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
-from wire.codec import REQUEST_CLASSES, decode_response, encode
+from wire.codec import decode_api_versions_response, decode_response, encode
 from wire.errors import UnknownApiKey, UnsupportedVersion
 from wire.framing import frame
 from wire.headers import (
@@ -48,6 +66,8 @@ from wire.messages import (
     FindCoordinatorResponse,
     MetadataResponse,
     ProduceResponse,
+    ShareAcknowledgeResponse,
+    ShareFetchResponse,
 )
 from wire.messages.api_versions_response import ApiVersion
 from wire.messages.produce_response import PartitionProduceResponse, TopicProduceResponse
@@ -67,6 +87,7 @@ class BrokerDirectory(Protocol):
 
 
 __all__ = [
+    "LOOKED_INSIDE",
     "BrokerDirectory",
     "LocalAnswer",
     "ProducedPartitions",
@@ -81,8 +102,29 @@ __all__ = [
 UNSUPPORTED_VERSION = 35
 REQUEST_TIMED_OUT = 7
 
-#: First versions whose responses can carry KIP-951 node_endpoints.
-_NODE_ENDPOINTS_SINCE: dict[int, int] = {ApiKey.PRODUCE: 10, ApiKey.FETCH: 16}
+#: The APIs the proxy decodes, and why. Only these have their ranges clamped in ApiVersions
+#: answers (and versions outside wire/'s tables refused); the rest pass through as bytes.
+LOOKED_INSIDE: Mapping[int, str] = MappingProxyType(
+    {
+        ApiKey.PRODUCE: "held until answered (acks, timeout, partitions read); KIP-951 hints",
+        ApiKey.FETCH: "held and answered by the proxy (proxy/held); KIP-951 hints",
+        ApiKey.METADATA: "names brokers; teaches the proxy brokers and topic ids",
+        ApiKey.FIND_COORDINATOR: "names coordinators",
+        ApiKey.SASL_HANDSHAKE: "refused by the proxy with client_auth = none",
+        ApiKey.API_VERSIONS: "ranges rewritten; answered from the cluster's last answer",
+        ApiKey.SASL_AUTHENTICATE: "refused with none; session lifetime read in passthrough",
+        ApiKey.DESCRIBE_CLUSTER: "names brokers",
+        ApiKey.SHARE_FETCH: "KIP-932 node endpoints",
+        ApiKey.SHARE_ACKNOWLEDGE: "KIP-932 node endpoints",
+    }
+)
+#: First versions whose responses can carry node endpoints (KIP-951, KIP-932).
+_NODE_ENDPOINTS_SINCE: dict[int, int] = {
+    ApiKey.PRODUCE: 10,
+    ApiKey.FETCH: 16,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
+}
 _ALWAYS_REWRITTEN = frozenset(
     {ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER}
 )
@@ -181,18 +223,18 @@ def _route(api_key: int, version: int) -> tuple[bool, int]:
 
     Raises:
         UnknownApiKey: an API the schema tables do not know.
-        UnsupportedVersion: a version of an API the proxy rewrites that it cannot decode.
+        UnsupportedVersion: a version of an API the proxy looks inside that it cannot decode.
     """
     spec = API_BY_KEY.get(api_key)
     if spec is None:
         raise UnknownApiKey(f"unknown API key {api_key}")
     if api_key == ApiKey.API_VERSIONS and not can_decode(api_key, version):
         return False, _UNSUPPORTED_API_VERSIONS  # not cached: any version may come
+    if api_key in LOOKED_INSIDE and not can_decode(api_key, version):
+        raise UnsupportedVersion(f"{spec.name} v{version} is not supported by the proxy")
     rewrite = api_key in _ALWAYS_REWRITTEN or (
         api_key in _NODE_ENDPOINTS_SINCE and version >= _NODE_ENDPOINTS_SINCE[api_key]
     )
-    if (rewrite or api_key in REQUEST_CLASSES) and not can_decode(api_key, version):
-        raise UnsupportedVersion(f"{spec.name} v{version} is not supported by the proxy")
     if api_key in CLIENT_SASL_APIS:  # refused with client_auth = none, else forwarded
         route = (False, _CLIENT_SASL)
     elif api_key == ApiKey.PRODUCE:
@@ -219,10 +261,13 @@ def rewrite_response(
     rest = memoryview(body)[start:]
     if api_key == ApiKey.PRODUCE and produce_response_has_no_tags(rest, version):
         return body  # no KIP-951 fields, nothing names a broker: not worth a decode
+    if api_key == ApiKey.API_VERSIONS:
+        # A broker that does not know the client's version answers with a v0 body (KIP-511).
+        answer, version = decode_api_versions_response(rest, version)
+        _clamp_api_versions(answer, keep_sasl=plan.client_sasl)
+        return bytes(body[:start]) + encode(answer, version)
     message = decode_response(api_key, version, rest)
-    if isinstance(message, ApiVersionsResponse):
-        _clamp_api_versions(message, keep_sasl=plan.client_sasl)
-    elif not _REWRITERS[api_key](message, brokers):
+    if not _REWRITERS[api_key](message, brokers):
         return body
     return bytes(body[:start]) + encode(message, version)
 
@@ -231,20 +276,27 @@ _response_header_version = cache(response_header_version)
 
 
 def _clamp_api_versions(message: ApiVersionsResponse, *, keep_sasl: bool) -> None:
-    """Advertise only what the proxy passes on: the codec's ranges; SASL only in passthrough,
-    SaslHandshake from v1 (see the module header)."""
+    """Advertise only what the proxy passes on: every API the tables know, at the tables'
+    ranges where the proxy looks inside; SASL only in passthrough, SaslHandshake from v1 (see
+    the module header)."""
     kept: list[ApiVersion] = []
     for entry in message.api_keys:
-        spec = API_BY_KEY.get(entry.api_key)
-        if spec is None or (entry.api_key in CLIENT_SASL_APIS and not keep_sasl):
+        api_key = entry.api_key
+        spec = API_BY_KEY.get(api_key)
+        if spec is None or (api_key in CLIENT_SASL_APIS and not keep_sasl):
             continue  # we would close (or refuse) connections that use it: do not advertise it
-        if entry.api_key == ApiKey.SASL_HANDSHAKE:
+        if api_key == ApiKey.SASL_HANDSHAKE:
             entry.min_version = max(entry.min_version, 1)
-        if spec.decodable:
-            entry.min_version = max(entry.min_version, spec.min_version)
+        if api_key in LOOKED_INSIDE:
+            low = max(entry.min_version, spec.min_version)
             entry.max_version = min(entry.max_version, spec.max_version)
-            if entry.min_version > entry.max_version:
+            if low > entry.max_version:
                 continue
+            # Kafka 4 advertises Produce from v0 though it serves v3+ (KAFKA-18659): librdkafka
+            # before 2.10 turns compression off unless Produce v0 is advertised. Clients pick
+            # their highest shared version, so keeping the cluster's minimum costs nothing.
+            if api_key != ApiKey.PRODUCE:
+                entry.min_version = low
         kept.append(entry)
     message.api_keys = kept
     # Tansu writes every top-level tagged field even at its default; Kafka omits those, and
@@ -295,7 +347,9 @@ def _rewrite_describe_cluster(message: Message, brokers: BrokerDirectory) -> boo
 
 
 def _rewrite_node_endpoints(message: Message, brokers: BrokerDirectory) -> bool:
-    assert isinstance(message, ProduceResponse | FetchResponse)
+    assert isinstance(
+        message, ProduceResponse | FetchResponse | ShareFetchResponse | ShareAcknowledgeResponse
+    )
     for endpoint in message.node_endpoints:
         advertised = brokers.advertise(endpoint.node_id, Address(endpoint.host, endpoint.port))
         endpoint.host, endpoint.port = advertised.host, advertised.port
@@ -308,6 +362,8 @@ _REWRITERS: dict[int, Callable[[Message, BrokerDirectory], bool]] = {
     ApiKey.DESCRIBE_CLUSTER: _rewrite_describe_cluster,
     ApiKey.PRODUCE: _rewrite_node_endpoints,
     ApiKey.FETCH: _rewrite_node_endpoints,
+    ApiKey.SHARE_FETCH: _rewrite_node_endpoints,
+    ApiKey.SHARE_ACKNOWLEDGE: _rewrite_node_endpoints,
 }
 
 

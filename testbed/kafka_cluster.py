@@ -422,6 +422,7 @@ def running_kafka(
     reauth_ms: int | None = None,
     extra: Mapping[str, str] | None = None,
     request_log: bool = False,
+    port: int | None = None,
     directory: Path | None = None,
 ) -> Iterator[KafkaCluster]:
     """Run an Apache Kafka cluster of ``nodes`` combined nodes for the block.
@@ -443,6 +444,8 @@ def running_kafka(
         KafkaNode(node_id, {name: free_port() for name in names}, root / f"node-{node_id}")
         for node_id in range(1, nodes + 1)
     )
+    if port is not None:
+        members[0].ports[listeners[0]] = port
     cluster = KafkaCluster(version, members, tuple(listeners), root, pki, authorizer, libs)
     cluster_id = _cluster_id()
     try:

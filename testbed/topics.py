@@ -1,9 +1,10 @@
 """Create a topic for a test and wait until it can be used.
 
 Why wait: Apache Kafka answers CreateTopics once the controller has committed the topic, but a
-broker serves it only after its own metadata has caught up; until then a fetch or produce gets
+broker serves it only after its own metadata has caught up, and its replica manager becomes
+leader a moment after its Metadata answers already name it; until then a fetch or produce gets
 NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (clients retry, raw test requests do not).
-So this returns once Metadata names a leader for every partition.
+So this returns once every partition's leader answers ListOffsets for it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 
 __all__ = ["create_topic", "wait_for_leaders"]
@@ -47,6 +48,15 @@ def create_topic(
         wait_for_leaders(admin, topic, partitions)
     finally:
         admin.close()
+    # ListOffsets goes to each partition's leader, and kafka-python retries it on
+    # NOT_LEADER_OR_FOLLOWER until the leader serves the partition.
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, request_timeout_ms=30_000, **admin_options
+    )
+    try:
+        consumer.end_offsets([TopicPartition(topic, index) for index in range(partitions)])
+    finally:
+        consumer.close()
     return topic
 
 

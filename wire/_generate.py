@@ -1,11 +1,18 @@
 # Strategy: Kafka describes every message in JSON (clients/src/main/resources/common/
-# message/*.json); kafka-python 3.x ships an unmodified copy of those files. This
-# development tool reads them and writes checked-in Python: the API table of every API
-# key (wire/_api_table.py) and one module of typed dataclasses per message the proxy
-# looks inside (wire/messages/). Generated files are committed so that `wire` needs
-# neither the JSON nor kafka-python at run time, and a test re-runs the generator to
-# prove they are current. The codec itself is compiled at run time from the schema rows
-# written here (wire/_compiler.py).
+# message/*.json), and ships those files inside its kafka-clients jar. This development tool
+# reads them from the jar of the Kafka line the tests run (testbed/kafka_install.py resolves
+# it from Maven Central) and writes checked-in Python: the API table of every API key
+# (wire/_api_table.py) and one module of typed dataclasses per message the proxy looks
+# inside (wire/messages/). Generated files are committed so that `wire` needs neither the
+# JSON nor the jar at run time, and a test re-runs the generator to prove they are current.
+# The codec itself is compiled at run time from the schema rows written here
+# (wire/_compiler.py).
+#
+# Kafka's own schemas, not a client library's copy: kafka-python's copy lacked 25 APIs of
+# Kafka 4 (share groups, KIP-848, Streams groups, telemetry, delegation tokens), and an API
+# missing from the table is one the proxy cannot pass on. The schema format is read
+# strictly: a key this file does not know (a new flag in a future Kafka) stops generation
+# instead of being ignored, since any flag may change the bytes on the wire.
 """Generate wire/_api_table.py and wire/messages/ from the Kafka JSON message schemas.
 
 Run ``python -m wire._generate`` after changing the message list or upgrading the
@@ -19,17 +26,19 @@ shadow the standard library module of that name.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import importlib.resources
+import functools
 import json
 import keyword
 import re
 import sys
 import textwrap
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from testbed.kafka_install import KAFKA_LINES, kafka_clients_jar
 
 __all__ = ["DECODABLE_APIS", "generate", "main"]
 
@@ -46,9 +55,14 @@ DECODABLE_APIS = (
     # The proxy's own SASL client (proxy/sasl_client.py) and its answer to clients (issue 16).
     "SaslHandshake",
     "SaslAuthenticate",
+    # Their responses name brokers (KIP-932 node endpoints), rewritten by proxy/rewrite.py.
+    "ShareFetch",
+    "ShareAcknowledge",
 )
 
-SCHEMA_PACKAGE = "kafka.protocol.schemas.resources"
+#: The Kafka whose schemas the tables follow: the newest line the tests run against.
+SCHEMA_KAFKA_VERSION = KAFKA_LINES[0]
+_SCHEMA_DIR = "common/message/"
 WIRE_DIR = Path(__file__).resolve().parent
 MAX_VERSION = 0x7FFF
 LINE = 100
@@ -68,10 +82,59 @@ _PRIMITIVES = {
 }
 
 
+#: Schema keys and what they mean for the bytes on the wire. Top level: the message's
+#: identity, version ranges and where it is served; "latestVersionUnstable" marks a newest
+#: version still in development (brokers advertise it only when told to).
+_MESSAGE_KEYS = frozenset(
+    {"apiKey", "type", "name", "validVersions", "flexibleVersions", "fields", "commonStructs",
+     "listeners", "latestVersionUnstable"}
+)  # fmt: skip
+#: Field keys. "about" is documentation; "entityType" (what an id or name refers to),
+#: "mapKey" (Java builds a map keyed by it) and "zeroCopy" (Java shares the buffer) shape the
+#: generated Java classes, not the encoding.
+_FIELD_KEYS = frozenset(
+    {"name", "type", "versions", "nullableVersions", "default", "ignorable", "tag",
+     "taggedVersions", "flexibleVersions", "fields", "about", "entityType", "mapKey", "zeroCopy"}
+)  # fmt: skip
+
+
+@functools.cache
+def _schema_texts() -> dict[str, str]:
+    """Every ``common/message/*.json`` of the pinned kafka-clients jar, by message name."""
+    with zipfile.ZipFile(kafka_clients_jar(SCHEMA_KAFKA_VERSION)) as jar:
+        return {
+            name[len(_SCHEMA_DIR) : -len(".json")]: jar.read(name).decode()
+            for name in jar.namelist()
+            if name.startswith(_SCHEMA_DIR) and name.endswith(".json")
+        }
+
+
+def _check_keys(where: str, data: dict[str, Any], known: frozenset[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(
+            f"{where}: schema keys {unknown} are new to wire/_generate.py; find out what they "
+            "mean for the encoding and teach the generator before regenerating"
+        )
+
+
+def _check_fields(message: str, fields: list[dict[str, Any]]) -> None:
+    for f in fields:
+        _check_keys(f"{message}.{f['name']}", f, _FIELD_KEYS)
+        _check_fields(message, f.get("fields", []))
+
+
 def load_schema(name: str) -> dict[str, Any]:
-    """One JSON schema by message name, with comments stripped and common structs inlined."""
-    text = importlib.resources.files(SCHEMA_PACKAGE).joinpath(name + ".json").read_text()
-    data: dict[str, Any] = json.loads(_COMMENTS.sub("", text))
+    """One JSON schema by message name, with comments stripped and common structs inlined.
+
+    Raises:
+        ValueError: the schema uses a key this generator does not know.
+    """
+    data: dict[str, Any] = json.loads(_COMMENTS.sub("", _schema_texts()[name]))
+    _check_keys(name, data, _MESSAGE_KEYS)
+    _check_fields(name, data.get("fields", []))
+    for struct in data.get("commonStructs", []):
+        _check_fields(name, struct["fields"])
     common = {s["name"]: s for s in data.get("commonStructs", [])}
 
     def inline(fields: list[dict[str, Any]]) -> None:
@@ -86,8 +149,7 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def schema_names() -> list[str]:
-    files = importlib.resources.files(SCHEMA_PACKAGE).iterdir()
-    return sorted(p.name[: -len(".json")] for p in files if p.name.endswith(".json"))
+    return sorted(_schema_texts())
 
 
 def parse_versions(text: str | None) -> tuple[int, int] | None:
@@ -120,7 +182,10 @@ def api_table_source() -> str:
             continue
         response = load_schema(name[: -len("Request")] + "Response")
         valid = parse_versions(data["validVersions"])
-        assert valid is not None
+        if valid is None:
+            # "none": an API Kafka removed (the ZooKeeper-era LeaderAndIsr, StopReplica,
+            # UpdateMetadata, ControlledShutdown), kept as a file only to reserve its key.
+            continue
         flexible = parse_versions(data.get("flexibleVersions"))
         rflexible = parse_versions(response.get("flexibleVersions"))
         assert flexible == rflexible, name
@@ -192,6 +257,8 @@ class _StructDef:
 
 def _default_source(f: dict[str, Any], type_: str, is_array: bool, nullable: bool) -> str:
     default = f.get("default")
+    if isinstance(default, bool | int):  # written as JSON literals too ("default": -1)
+        default = str(default).lower()
     if is_array or type_ == "struct":
         if default == "null":
             return "None"
@@ -443,11 +510,10 @@ def messages_init_source() -> str:
 
 
 def _banner(source: str) -> str:
-    version = importlib.metadata.version("kafka-python")
     return (
         "# Generated by `python -m wire._generate`. Do not edit.\n"
         f"# Source: {source} of Apache Kafka's message schemas\n"
-        f"# (clients/src/main/resources/common/message/) as shipped in kafka-python {version}.\n"
+        f"# ({_SCHEMA_DIR} in org.apache.kafka:kafka-clients:{SCHEMA_KAFKA_VERSION}).\n"
     )
 
 

@@ -6,9 +6,9 @@
 # both chained to the original exception.
 #
 # Codec choice (issue 2): the schema tables are Apache Kafka's JSON message definitions
-# as shipped in kafka-python 3.0.12, turned into typed classes by wire/_generate.py and
-# into code by wire/_compiler.py. Neither library's codec runs here; both serve as
-# independent codecs in the round-trip tests (tests/unit/wire/).
+# from the kafka-clients jar (issue 30), turned into typed classes by wire/_generate.py and
+# into code by wire/_compiler.py. kafka-python and kio serve as independent codecs in the
+# round-trip tests (tests/unit/wire/); neither runs here.
 """Decode and encode the bodies of the Kafka messages the proxy looks inside.
 
 Records stay opaque: decoding gives a ``memoryview`` into the input (no copy), and

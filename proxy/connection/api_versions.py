@@ -10,8 +10,10 @@
 #
 # Not with client_auth = "passthrough": there ApiVersions goes to the cluster like everything
 # else before the client's authentication (docs/security.md). What a client sends in
-# ApiVersions v3 (its software name and version, KIP-511) reaches the cluster only with
-# forwarded requests.
+# ApiVersions v3 (its software name and version, KIP-511) and v5 (the cluster and node it means
+# to reach, KIP-1242) reaches the cluster only with forwarded requests: an answer from here
+# skips the cluster's REBOOTSTRAP_REQUIRED check, which a client of port N passes anyway (port
+# N is broker N of the one cluster the proxy fronts).
 """The cluster's ApiVersions answer per broker port, kept to answer reconnecting clients."""
 
 from __future__ import annotations

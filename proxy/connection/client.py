@@ -71,7 +71,7 @@ from proxy.connection.state import (
     Slot,
     Unanswered,
 )
-from proxy.connection.upstream_link import UpstreamLink, answered_id
+from proxy.connection.upstream_link import CONNECTION_BOUND_APIS, UpstreamLink, answered_id
 from proxy.error_peek import peek_error_code
 from proxy.errors import (
     AuthenticationFailed,
@@ -373,6 +373,8 @@ class ClientConnection:
             slot = Forwarded(plan, arrival)
             if plan.header.api_key == ApiKey.SASL_HANDSHAKE:
                 auth.handshake()
+            elif plan.header.api_key in CONNECTION_BOUND_APIS:
+                link.stay_open()
         await link.forward(self._owe, slot, frame, may_defer=reader.frame_in_hand())
         if isinstance(slot, Unanswered):
             self._report(slot, None, 0, trio.current_time(), "no_response")

@@ -6,7 +6,9 @@
 #            never opens one;
 #   closed   when unused for connections.upstream_idle_timeout_ms with nothing awaited on it
 #            (`_close_when_idle`, proxy identity only: in passthrough it carries the client's
-#            authentication), and re-opened on the next request that needs it;
+#            authentication), and re-opened on the next request that needs it; never once it
+#            carried a request whose state the broker binds to the connection
+#            (CONNECTION_BOUND_APIS, `stay_open`): then it ends with its client connection;
 #   answers  read in the order the ledger (proxy/connection/state.Connection) says they were
 #            sent. Only when the response pump sent a request of its own (passthrough reads,
 #            `own_request`; a read-ahead, `send_ahead`) can answers to later client requests
@@ -44,9 +46,14 @@ from wire.apis import ApiKey
 from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header
 
-__all__ = ["UpstreamLink", "answered_id"]
+__all__ = ["CONNECTION_BOUND_APIS", "UpstreamLink", "answered_id"]
 
 _Slot = TypeVar("_Slot")
+
+#: APIs whose state at the broker lives as long as the connection that carried them: a KIP-932
+#: share session (since KAFKA-19015 the broker evicts it, as if the member left, when that
+#: connection closes; the member's next ShareFetch gets SHARE_SESSION_NOT_FOUND).
+CONNECTION_BOUND_APIS = frozenset({ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE})
 
 _SIZE_BYTES = 4
 
@@ -100,6 +107,10 @@ class UpstreamLink:
     def bind(self, nursery: trio.Nursery) -> None:
         """Where the idle watch of each opened connection runs (the client connection's)."""
         self._nursery = nursery
+
+    def stay_open(self) -> None:
+        """Never close the connection for idleness from now on (CONNECTION_BOUND_APIS)."""
+        self._idle_s = 0.0
 
     @property
     def is_open(self) -> bool:
@@ -275,6 +286,8 @@ class UpstreamLink:
         whole idle time later: a deadline already past would make this loop spin."""
         while self._stream is stream:
             await trio.sleep_until(self._used_s + self._idle_s)
+            if not self._idle_s:
+                return  # told to stay open meanwhile
             if self._stream is not stream or trio.current_time() < self._used_s + self._idle_s:
                 continue  # closed, or used meanwhile: wait for the new deadline
             if (

@@ -17,8 +17,10 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
-from testbed.processes import Broker, free_port, running_tansu
+from testbed.kafka_cluster import running_kafka
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.topics import create_topic
 
 FRAME_TIMEOUT_MS = 500
 IDLE_TIMEOUT_MS = 1500
@@ -179,12 +181,9 @@ def test_unreachable_upstream_closes_client_and_proxy_recovers() -> None:
         proxy.wait_for_log(r"closed client connection .*upstream unreachable")
         proxy.wait_for_log(r"cannot fetch upstream metadata")
         assert proxy.alive()
-        with running_tansu(port=port):
+        with running_kafka(1, port=port):
             proxy.wait_for_log(r"upstream metadata reachable again", timeout_s=15)
-            topic = f"late-{uuid.uuid4().hex[:8]}"
-            admin = KafkaAdminClient(bootstrap_servers=proxy.bootstrap)
-            admin.create_topics([NewTopic(topic, 1, 1)])
-            admin.close()
+            topic = create_topic(proxy.bootstrap, "late")
             producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, acks="all")
             assert producer.send(topic, b"late").get(timeout=10).offset == 0
             producer.close()

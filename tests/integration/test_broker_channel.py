@@ -8,7 +8,8 @@ import trio
 from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
-from testbed.processes import Broker, free_port, running_tansu
+from testbed.kafka_cluster import running_kafka
+from testbed.processes import Broker, free_port
 from testbed.topics import create_topic
 from wire.messages import (
     ApiVersionsRequest,
@@ -83,7 +84,6 @@ async def test_a_cancelled_request_does_not_desynchronise_the_channel(
             await channel.request(_long_poll(topic, 1500), 4)  # empty topic: waits 1.5 s
         assert gave_up.cancelled_caught
         # The late answer to the abandoned long-poll arrives first; it must be dropped.
-        # (max_wait 1 ms, not 0: Tansu answers a 0 ms fetch with no partitions at all.)
         answer = await channel.request(_long_poll(topic, 1), 4)
         assert isinstance(answer, FetchResponse)
         assert answer.responses[0].partitions[0].error_code == 0
@@ -97,8 +97,8 @@ async def test_broker_loss_fails_waiters_and_the_channel_reconnects() -> None:
         channel = BrokerChannel(Address("127.0.0.1", port), nursery, 2.0)
         with pytest.raises(UpstreamUnavailable):
             await channel.request(_api_versions(), 3)  # nobody listens yet
-        with running_tansu(port=port) as broker:
-            topic = _topic(broker.bootstrap)
+        with running_kafka(1, port=port) as broker:
+            topic = _topic(broker.bootstrap())
             assert isinstance(await channel.request(_api_versions(), 3), ApiVersionsResponse)
 
             async def wait_then_lose() -> None:
@@ -108,18 +108,10 @@ async def test_broker_loss_fails_waiters_and_the_channel_reconnects() -> None:
             async with trio.open_nursery() as inner:
                 inner.start_soon(wait_then_lose)
                 await trio.sleep(0.3)
-                await trio.to_thread.run_sync(_kill, broker.pid)
-        with running_tansu(port=port):
+                await trio.to_thread.run_sync(broker.kill, 1)
+        with running_kafka(1, port=port):
             answer = await channel.request(_api_versions(), 3)
             assert isinstance(answer, ApiVersionsResponse)
         assert channel.connects == 2
         await channel.aclose()
         nursery.cancel_scope.cancel()
-
-
-def _kill(pid: int | None) -> None:
-    import os
-    import signal
-
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)

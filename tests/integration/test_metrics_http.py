@@ -15,7 +15,8 @@ from pathlib import Path
 from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from testbed.processes import Broker, free_port, running_tansu
+from testbed.kafka_cluster import running_kafka
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import running_proxy
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -55,7 +56,7 @@ def test_readyz_is_false_until_the_upstream_answers() -> None:
         assert _get(metrics_port, "/healthz") == (200, "ok\n")
         status, body = _get(metrics_port, "/readyz")
         assert status == 503, body
-        with running_tansu(port=broker_port):
+        with running_kafka(1, port=broker_port):
             deadline = time.monotonic() + 60  # a hang guard: the refresher backs off to 5 s
             while _get(metrics_port, "/readyz")[0] != 200:
                 assert time.monotonic() < deadline, "never ready after the broker started"

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from testbed.processes import free_port, running_tansu
+from testbed.kafka_cluster import running_kafka
+from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
 from testbed.topics import create_topic
 from tests.support.load_clients import SteadyResult, run_client
@@ -79,7 +80,10 @@ async def _at_rest(proxy: ProxyProcess, metrics: str) -> AtRest:
 
 async def _scenario(size: Size) -> None:
     metrics = f"127.0.0.1:{free_port()}"
-    with running_tansu() as broker, running_proxy(broker.bootstrap, "--metrics", metrics) as proxy:
+    with (
+        running_kafka(1) as broker,
+        running_proxy(broker.bootstrap(), "--metrics", metrics) as proxy,
+    ):
         topic = create_topic(proxy.bootstrap, "storm")
         steady: list[SteadyResult] = []
         storms: list[StormResult] = []

@@ -43,7 +43,8 @@ import trio
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from testbed.processes import free_port, running_tansu
+from testbed.kafka_cluster import running_kafka
+from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
 from testbed.topics import create_topic
 from tests.support.load_clients import ThroughputResult, run_client
@@ -91,8 +92,8 @@ class Size:
 
 
 QUICK = Size(phase_s=3.0, phases="ABABABA")
-#: Longer phases, more of them. Tansu's memory storage keeps all the healthy producer writes
-#: (about 100 MiB/s at quiet times): 11 x 5 s is about 5 GiB.
+#: Longer phases, more of them (about 100 MiB/s of healthy producer writes at quiet times:
+#: 11 x 5 s is about 5 GiB).
 SOAK = Size(phase_s=5.0, phases="ABABABABABA")
 
 
@@ -244,8 +245,8 @@ async def _scenario(size: Size, tmp_path: Path) -> None:
     tally = Hostile()
     timeline: list[ThroughputResult] = []
     with (
-        running_tansu() as broker,
-        running_proxy(broker.bootstrap, "--config", str(config), "--metrics", metrics) as proxy,
+        running_kafka(1) as broker,
+        running_proxy(broker.bootstrap(), "--config", str(config), "--metrics", metrics) as proxy,
     ):
         healthy_topic = create_topic(proxy.bootstrap, "healthy")
         fetch_topic = create_topic(proxy.bootstrap, "unread")

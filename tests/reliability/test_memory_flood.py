@@ -22,8 +22,8 @@
 # The same flood through a proxy with ``--memory-limit -1`` is run and reported beside it, to
 # show what the limit buys; nothing is asserted on it.
 #
-# Each run gets its own broker: Tansu's memory storage keeps every record in RAM (about 2 GB
-# per flood), and a fresh one gives both runs the same starting point.
+# Each run gets its own broker (a one-node Apache Kafka), so both runs start from the same
+# empty log.
 """Scenario 3: a 1 MiB produce flood from 120 connections against a 32 MiB pool."""
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import pytest
 import trio
 
-from testbed.processes import free_port, running_tansu
+from testbed.kafka_cluster import running_kafka
+from testbed.processes import free_port
 from testbed.proxy_process import running_proxy
 from testbed.topics import create_topic
 from tests.support.load_clients import SteadyResult, run_client
@@ -75,8 +76,7 @@ class Size:
 #: 12 acknowledged requests per connection in the window: about 6 s at this machine's
 #: quiet-time speed (250 MiB/s), 11 s when it is busy (135 MiB/s). Measured Jain: 0.975-0.98.
 QUICK = Size(connections=120, window_requests=12)
-#: More connections, more requests each. Bounded by the broker, not the proxy: Tansu's memory
-#: storage keeps every record, 250 x 24 x 1 MiB = 6 GiB per run.
+#: More connections, more requests each: 250 x 24 x 1 MiB = 6 GiB written per run.
 SOAK = Size(connections=250, window_requests=24, warmup_s=5.0, max_s=600.0)
 
 
@@ -100,10 +100,13 @@ async def _flood_run(label: str, memory_limit: str, size: Size) -> FloodRun:
     metrics = f"127.0.0.1:{free_port()}"
     args = ("--memory-limit", memory_limit, "--metrics", metrics)
     with (
-        running_tansu() as broker,
-        running_proxy(broker.bootstrap, *args, env=MAX_REQUEST_ENV) as proxy,
+        running_kafka(1) as broker,
+        running_proxy(broker.bootstrap(), *args, env=MAX_REQUEST_ENV) as proxy,
     ):
-        flood_topic = create_topic(proxy.bootstrap, "flood")
+        # 1 MiB of value per batch: above Kafka's default message.max.bytes (1 MiB + 12).
+        flood_topic = create_topic(
+            proxy.bootstrap, "flood", configs={"max.message.bytes": str(2 << 20)}
+        )
         steady_topic = create_topic(proxy.bootstrap, "flood")
         address = await leader_address(proxy.host, proxy.port, flood_topic)
         flood = Flood(
@@ -198,7 +201,7 @@ def _body(limited: FloodRun, unlimited: FloodRun, size: Size) -> list[str]:
         f"1 MiB (acks=all) outstanding until {size.window_requests} requests per connection "
         "on average were acknowledged after the warm-up, while a librdkafka "
         f"producer sends {size.steady_rate_per_s:g} small records/s and a consumer reads "
-        "them back. Each run has its own Tansu and proxy "
+        "them back. Each run has its own Apache Kafka and proxy "
         "(`socket_request_max_bytes` 2 MiB). Baseline: RSS with every flood connection "
         "open and warmed up; peak: VmHWM reset at the baseline and read after the flood. "
         "Fairness: Jain's index of each connection's acknowledged bytes in that window "

@@ -6,6 +6,10 @@ classes from its own copy of the schemas and decodes in Rust. Each bridge maps e
 field a version has, so a test can encode with one library and compare all fields after
 decoding with the other.
 
+Neither library knows every version wire decodes (kafka-python 3.0.12 stops at the
+schemas of Kafka 4.1 and has no share-group APIs; kio 0.6.5 has no ApiVersions v5):
+``kafka_python_knows`` and ``kio_knows`` say which (message, version) each can check.
+
 Known differences the bridges translate (not bugs, just representations):
 - kafka-python names the authorized-operations fields ``authorized_operations`` and
   holds them as bit sets (None for "not requested", -2**31); it reads a zero uuid as
@@ -46,7 +50,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest as KpSaslAuthenticateReq
 from kafka.protocol.sasl import SaslAuthenticateResponse as KpSaslAuthenticateResponse
 from kafka.protocol.sasl import SaslHandshakeRequest as KpSaslHandshakeRequest
 from kafka.protocol.sasl import SaslHandshakeResponse as KpSaslHandshakeResponse
-from kio.index import load_payload_module
+from kio.index import UnknownEntity, load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
@@ -61,9 +65,11 @@ __all__ = [
     "from_kio",
     "kafka_python_decode",
     "kafka_python_encode",
+    "kafka_python_knows",
     "kio_class",
     "kio_decode",
     "kio_encode",
+    "kio_knows",
     "to_kafka_python",
     "to_kio",
 ]
@@ -111,6 +117,12 @@ def _flexible(top: type[Message], version: int) -> bool:
 
 
 # ------------------------------------------------------------------------ kafka-python
+
+
+def kafka_python_knows(cls: type[Message], version: int) -> bool:
+    """Whether kafka-python has ``cls`` at ``version``."""
+    kp_cls = KAFKA_PYTHON_CLASSES.get(cls.__name__)
+    return kp_cls is not None and kp_cls.min_version <= version <= kp_cls.max_version
 
 
 def _bits_from_int(value: int) -> set[int] | None:
@@ -233,6 +245,15 @@ def kafka_python_decode(cls: type[Message], body: bytes, version: int) -> Any:
 
 
 # --------------------------------------------------------------------------------- kio
+
+
+def kio_knows(cls: type[Message], version: int) -> bool:
+    """Whether kio has ``cls`` at ``version``."""
+    try:
+        kio_class(cls, version)
+    except UnknownEntity:
+        return False
+    return True
 
 
 def kio_class(cls: type[Message], version: int) -> Any:

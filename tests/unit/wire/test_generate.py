@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
-
 from wire import _generate
 
 
 def test_generated_files_are_current() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        files = _generate.generate()
+    files = _generate.generate()
     stale = [str(p) for p, text in files.items() if not p.exists() or p.read_text() != text]
     assert stale == [], "run `python -m wire._generate`"
 
