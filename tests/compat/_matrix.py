@@ -20,7 +20,7 @@ from tests.compat._check import check_roundtrip
 from tests.compat._direct import observe
 from tests.compat._examples import python_example
 from tests.compat._model import ClientReport, Job, Result, make_records
-from tests.compat._tls import ClientSasl, ClientTls
+from tests.compat._tls import ClientSasl, ClientTls, kafka_python_options
 
 __all__ = ["CLIENTS", "DRIVERS", "roundtrip_and_check", "run_roundtrip"]
 
@@ -94,15 +94,19 @@ def roundtrip_and_check(
     partitions: int = 3,
     tls: ClientTls | None = None,
     sasl: ClientSasl | None = None,
+    direct_sasl: ClientSasl | None = None,
 ) -> tuple[Result, list[str]]:
     """Round trip on ``bootstrap`` against a fresh topic, checked on ``direct_bootstrap``.
 
     ``direct_bootstrap`` is the broker itself even when ``bootstrap`` is a proxy: the
-    client's view is compared with what is really stored.
+    client's view is compared with what is really stored. ``direct_sasl``: the trusted
+    reader's login there (SASL_PLAINTEXT), on a cluster with an authorizer.
 
     Raises:
         ClientFailed: the client could not complete a stage.
     """
     topic = f"compat-{client}-{uuid.uuid4().hex[:12]}"
     result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls, sasl=sasl)
-    return result, check_roundtrip(result, observe(direct_bootstrap, topic, result.job.group))
+    options = kafka_python_options(None, direct_sasl)
+    observed = observe(direct_bootstrap, topic, result.job.group, **options)
+    return result, check_roundtrip(result, observed)
