@@ -52,7 +52,8 @@ def main(argv: list[str]) -> int:
                                          incremental_operation=AlterConfigOpType.SET)],
     )  # fmt: skip
     admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT_S)
-    step("altered", topic, f"retention.ms={retention(admin, topic)}")
+    step("altered", topic)
+    step("described", topic, f"retention.ms={retention(admin, topic)}")
     binding = AclBinding(
         ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*",
         AclOperation.READ, AclPermissionType.ALLOW,

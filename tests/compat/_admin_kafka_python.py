@@ -53,7 +53,8 @@ def main(argv: list[str]) -> int:
             [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "3600000"})],
             incremental=True,
         )
-        step("altered", topic, f"retention.ms={retention(admin, topic)}")
+        step("altered", topic)
+        step("described", topic, f"retention.ms={retention(admin, topic)}")
         pattern = ResourcePattern(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL)
         acl = ACL(principal, "*", ACLOperation.READ, ACLPermissionType.ALLOW, pattern)
         created = admin.create_acls([acl])

@@ -10,9 +10,11 @@ KIP-848) and sarama (classic only). The acceptance of issue 30 is ``java-kip848`
 ``franz-go`` through the proxy in front of three nodes.
 
 Each run takes 10-30 s (the consumer protocol hands partitions to a new member within two
-5 s heartbeats), so the default suite runs every kind through the proxy in front of three
-nodes, the route that needs the proxy most; the direct baseline and the one-node proxy are
-``soak``.
+5 s heartbeats), so the default suite runs, through the proxy in front of three nodes (the
+route that needs the proxy most), the acceptance's two kinds, librdkafka's KIP-848 consumer
+and sarama; the other kinds there (Java and librdkafka classic, which test_fetch_sessions.py
+also runs through the proxy, and franz-go's KIP-848), the direct baseline and the one-node
+proxy are ``soak``.
 """
 
 from __future__ import annotations
@@ -34,15 +36,22 @@ from tests.compat._group_consume import (
 )
 from tests.compat.conftest import Route
 
-GROUP_ROUTES = [
-    pytest.param("direct", marks=pytest.mark.soak),
-    pytest.param("proxy", marks=pytest.mark.soak),
-    "proxy-3-nodes",
+#: The kinds the default suite runs through the proxy in front of three nodes.
+DEFAULT_KINDS = ("java-kip848", "franz-go", "confluent-kafka-kip848", "sarama")
+KIND_ROUTES = [
+    pytest.param(
+        kind,
+        route,
+        marks=()
+        if (kind, route) in {(k, "proxy-3-nodes") for k in DEFAULT_KINDS}
+        else pytest.mark.soak,
+    )
+    for kind in MEMBERS
+    for route in ("direct", "proxy", "proxy-3-nodes")
 ]
 
 
-@pytest.mark.parametrize("route", GROUP_ROUTES, indirect=True)
-@pytest.mark.parametrize("kind", MEMBERS)
+@pytest.mark.parametrize(("kind", "route"), KIND_ROUTES, indirect=["route"])
 async def test_group_of_three_with_a_member_leaving(route: Route, kind: str) -> None:
     topic = f"three-{kind}-{uuid.uuid4().hex[:8]}"
     counts = await trio.to_thread.run_sync(

@@ -27,6 +27,15 @@ async def test_roundtrip_through_proxy_matches_direct(
     assert proxy.alive()
 
 
+async def test_debian_kcat_works_through_proxy(kafka_broker: Broker, proxy: ProxyProcess) -> None:
+    """Debian's kcat (librdkafka 2.0.2) through the proxy in front of Apache Kafka."""
+    result, problems = await trio.to_thread.run_sync(
+        roundtrip_and_check, "kcat-debian", proxy.bootstrap, kafka_broker.bootstrap
+    )
+    assert problems == []
+    assert len(result.report.consumed) == 1000
+
+
 async def test_debian_kcat_works_through_proxy_in_front_of_tansu(tansu_broker: Broker) -> None:
     """Tansu only: Debian's kcat (librdkafka 2.0.2) fails on Tansu directly
     (test_matrix_direct.py) but works through the proxy in front of it.

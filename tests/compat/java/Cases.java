@@ -32,6 +32,7 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.admin.Admin;
@@ -58,6 +59,7 @@ import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.acl.AclPermissionType;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.resource.PatternType;
@@ -260,9 +262,11 @@ public final class Cases {
         return new KafkaConsumer<>(p);
     }
 
-    /** Create topics and wait until every partition's leader serves it (ListOffsets, which
-     *  the Admin client retries while the leader answers NOT_LEADER_OR_FOLLOWER). Without the
-     *  wait, the idempotent producer's first batches to a new 200-partition topic meet
+    /** Create topics and wait until every partition's leader serves it: ListOffsets, which
+     *  the Admin client retries while the leader answers NOT_LEADER_OR_FOLLOWER, asked again
+     *  while the broker it asks for metadata does not know the topic yet (a three-node
+     *  cluster's brokers learn a new topic one after another). Without the wait, the
+     *  idempotent producer's first batches to a new 200-partition topic meet
      *  NOT_LEADER_OR_FOLLOWER, the batches behind them OUT_OF_ORDER_SEQUENCE_NUMBER, and a few
      *  partitions never recover before delivery.timeout.ms (measured directly on Kafka 4.4.0,
      *  no proxy involved, in 2 of 3 runs). */
@@ -274,7 +278,19 @@ public final class Cases {
                 partitions.put(new TopicPartition(t.name(), p), OffsetSpec.latest());
             }
         }
-        admin.listOffsets(partitions).all().get();
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (true) {
+            try {
+                admin.listOffsets(partitions).all().get();
+                break;
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof UnknownTopicOrPartitionException)
+                        || System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(100);
+            }
+        }
         for (NewTopic t : topics) {
             note("created", t.name(), null);
         }
@@ -456,7 +472,8 @@ public final class Cases {
             ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
             AlterConfigOp set = new AlterConfigOp(new ConfigEntry("retention.ms", "3600000"), AlterConfigOp.OpType.SET);
             admin.incrementalAlterConfigs(Map.of(resource, List.of(set))).all().get();
-            step("altered", topic, "retention.ms=" + topicConfig(admin, topic, "retention.ms"));
+            step("altered", topic, null);
+            step("described", topic, "retention.ms=" + topicConfig(admin, topic, "retention.ms"));
             ResourcePattern pattern = new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL);
             AccessControlEntry entry = new AccessControlEntry(principal, "*", AclOperation.READ, AclPermissionType.ALLOW);
             admin.createAcls(List.of(new AclBinding(pattern, entry))).all().get();

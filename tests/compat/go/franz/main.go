@@ -369,7 +369,8 @@ func admin(o compat.Options) {
 	if err != nil {
 		compat.Fail("admin", fmt.Errorf("alter configs: %w", err))
 	}
-	compat.Step("altered", o.Topic, "retention.ms="+topicConfig(ctx, adm, o.Topic, "retention.ms"))
+	compat.Step("altered", o.Topic, "")
+	compat.Step("described", o.Topic, "retention.ms="+topicConfig(ctx, adm, o.Topic, "retention.ms"))
 	acl := kadm.NewACLs().Allow(o.Principal).AllowHosts("*").Topics(o.Topic).
 		Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
 	created, err := adm.CreateACLs(ctx, acl)

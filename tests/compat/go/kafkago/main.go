@@ -93,12 +93,15 @@ func createTopic(ctx context.Context, cl *kafka.Client, name string, partitions 
 // them (partition and offset set from the Produce responses).
 func write(ctx context.Context, o compat.Options, w *kafka.Writer, messages []kafka.Message) []kafka.Message {
 	var done []kafka.Message
+	var mu sync.Mutex // the Writer calls Completion from one goroutine per partition
 	w.Addr = kafka.TCP(o.Bootstrap...)
 	w.Transport = transport(o)
 	w.RequiredAcks = kafka.RequireAll
 	w.Completion = func(ms []kafka.Message, err error) {
 		if err == nil {
+			mu.Lock()
 			done = append(done, ms...)
+			mu.Unlock()
 		}
 	}
 	// A new topic's leaders take a moment to be known everywhere (200 partitions: seconds).
@@ -286,7 +289,8 @@ func admin(o compat.Options) {
 	if err != nil {
 		compat.Fail("admin", fmt.Errorf("alter configs: %w", err))
 	}
-	compat.Step("altered", o.Topic, "retention.ms="+topicConfig(ctx, cl, o.Topic, "retention.ms"))
+	compat.Step("altered", o.Topic, "")
+	compat.Step("described", o.Topic, "retention.ms="+topicConfig(ctx, cl, o.Topic, "retention.ms"))
 	created, err := cl.CreateACLs(ctx, &kafka.CreateACLsRequest{ACLs: []kafka.ACLEntry{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: o.Topic, ResourcePatternType: kafka.PatternTypeLiteral,
 		Principal: o.Principal, Host: "*", Operation: kafka.ACLOperationTypeRead, PermissionType: kafka.ACLPermissionTypeAllow,

@@ -476,7 +476,8 @@ func admin(o compat.Options) {
 	if err := adm.IncrementalAlterConfig(sarama.TopicResource, o.Topic, entries, false); err != nil {
 		compat.Fail("admin", fmt.Errorf("alter configs: %w", err))
 	}
-	compat.Step("altered", o.Topic, "retention.ms="+topicConfig(adm, o.Topic, "retention.ms"))
+	compat.Step("altered", o.Topic, "")
+	compat.Step("described", o.Topic, "retention.ms="+topicConfig(adm, o.Topic, "retention.ms"))
 	resource := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: o.Topic, ResourcePatternType: sarama.AclPatternLiteral}
 	acl := sarama.Acl{Principal: o.Principal, Host: "*", Operation: sarama.AclOperationRead, PermissionType: sarama.AclPermissionAllow}
 	if err := adm.CreateACL(resource, acl); err != nil {
