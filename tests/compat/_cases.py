@@ -62,6 +62,7 @@ __all__ = [
     "observe_case",
     "parse_events",
     "run_case",
+    "run_program",
     "topics",
 ]
 
@@ -199,6 +200,19 @@ class CaseRun:
     elapsed_s: float
 
 
+def run_program(command: Sequence[str], timeout_s: float) -> tuple[str, str, int]:
+    """Run a case program to its end: (stdout, stderr, exit code); a program still running
+    at ``timeout_s`` is killed, and its exit code is -1."""
+    try:
+        proc = subprocess.run(
+            list(command), capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return stdout, "still running at the deadline", -1
+    return proc.stdout, proc.stderr, proc.returncode
+
+
 def run_case(client: str, command: Sequence[str], case: str, base: str, run: str) -> CaseRun:
     """Run ``command`` (a client's case program for ``case``, ``base`` and ``run``).
 
@@ -209,14 +223,7 @@ def run_case(client: str, command: Sequence[str], case: str, base: str, run: str
     """
     started = time.monotonic()
     expected = topics(case, base, run)
-    try:
-        proc = subprocess.run(
-            list(command), capture_output=True, text=True, timeout=DEADLINE_S + 30, check=False
-        )
-        stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        stderr, code = "still running at the deadline", -1
+    stdout, stderr, code = run_program(command, DEADLINE_S + 30)
     created, produced, consumed = parse_events(stdout)
     if code != 0:
         stage = "consume"

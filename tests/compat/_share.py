@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass
 
+from tests.compat._cases import run_program
 from tests.compat._java import cases_command
 from tests.compat._model import ClientFailed
 from tests.compat._transactions import Slot, read_direct
@@ -47,14 +47,7 @@ def run_share(bootstrap: str, topic: str, group: str) -> ShareRun:
     """
     started = time.monotonic()
     command = cases_command("share", bootstrap, topic, group, str(RECORDS))
-    try:
-        proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=DEADLINE_S, check=False
-        )
-        stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        stderr, code = "still running at the deadline", -1
+    stdout, stderr, code = run_program(command, DEADLINE_S)
     produced: list[Slot] = []
     consumed: list[Slot] = []
     deliveries: list[str] = []

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 
 from kafka import KafkaConsumer, TopicPartition
 
-from tests.compat._cases import digest
+from tests.compat._cases import digest, run_program
 from tests.compat._java import cases_command
 from tests.compat._model import ClientFailed
 
@@ -58,18 +57,7 @@ def run_transactions(client: str, bootstrap: str, topic: str) -> TxnRun:
         ClientFailed: the program failed ("produce" before all three transactions ended,
             else "consume").
     """
-    try:
-        proc = subprocess.run(
-            _command(client, bootstrap, topic),
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_S,
-            check=False,
-        )
-        stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        stderr, code = "still running at the deadline", -1
+    stdout, stderr, code = run_program(_command(client, bootstrap, topic), DEADLINE_S)
     committed: list[Slot] = []
     aborted: list[Slot] = []
     consumed: list[Slot] = []

@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,21 +27,12 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		compat.Fail("setup", fmt.Errorf("usage: franz roundtrip|case|member|admin ..."))
-	}
-	switch os.Args[1] {
-	case "roundtrip":
-		roundtrip(compat.Parse(os.Args[2:]))
-	case "case":
-		runCase(compat.Parse(os.Args[2:]))
-	case "member":
-		member(compat.ParseMember(os.Args[2:]))
-	case "admin":
-		admin(compat.Parse(os.Args[2:]))
-	default:
-		compat.Fail("setup", fmt.Errorf("unknown mode %q", os.Args[1]))
-	}
+	compat.Main("franz-go", compat.Modes{
+		Roundtrip: roundtrip,
+		Case:      runCase,
+		Admin:     admin,
+		Member:    member,
+	})
 }
 
 // connection is every client's connection options: seeds, TLS, SASL.

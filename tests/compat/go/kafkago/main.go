@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,19 +25,11 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		compat.Fail("setup", fmt.Errorf("usage: kafkago roundtrip|case|admin ..."))
-	}
-	switch os.Args[1] {
-	case "roundtrip":
-		roundtrip(compat.Parse(os.Args[2:]))
-	case "case":
-		runCase(compat.Parse(os.Args[2:]))
-	case "admin":
-		admin(compat.Parse(os.Args[2:]))
-	default:
-		compat.Fail("setup", fmt.Errorf("mode %q: kafka-go has roundtrip, case and admin", os.Args[1]))
-	}
+	compat.Main("kafka-go", compat.Modes{
+		Roundtrip: roundtrip,
+		Case:      runCase,
+		Admin:     admin,
+	})
 }
 
 func mechanism(o compat.Options) sasl.Mechanism {

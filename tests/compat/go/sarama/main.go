@@ -24,21 +24,12 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		compat.Fail("setup", fmt.Errorf("usage: sarama roundtrip|case|member|admin ..."))
-	}
-	switch os.Args[1] {
-	case "roundtrip":
-		roundtrip(compat.Parse(os.Args[2:]))
-	case "case":
-		runCase(compat.Parse(os.Args[2:]))
-	case "member":
-		member(compat.ParseMember(os.Args[2:]))
-	case "admin":
-		admin(compat.Parse(os.Args[2:]))
-	default:
-		compat.Fail("setup", fmt.Errorf("unknown mode %q", os.Args[1]))
-	}
+	compat.Main("sarama", compat.Modes{
+		Roundtrip: roundtrip,
+		Case:      runCase,
+		Admin:     admin,
+		Member:    member,
+	})
 }
 
 type scramClient struct {

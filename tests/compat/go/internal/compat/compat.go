@@ -187,3 +187,30 @@ func Text(b []byte) *string {
 	s := string(b)
 	return &s
 }
+
+// Modes is a program's modes: the roundtrip, case and admin ones take Options, member takes
+// MemberArgs; a mode the client does not have is left nil.
+type Modes struct {
+	Roundtrip, Case, Admin func(Options)
+	Member                 func(MemberArgs)
+}
+
+// Main runs the mode named by the first argument, or fails with the modes there are.
+func Main(client string, modes Modes) {
+	mode := ""
+	if len(os.Args) > 1 {
+		mode = os.Args[1]
+	}
+	switch {
+	case mode == "roundtrip" && modes.Roundtrip != nil:
+		modes.Roundtrip(Parse(os.Args[2:]))
+	case mode == "case" && modes.Case != nil:
+		modes.Case(Parse(os.Args[2:]))
+	case mode == "admin" && modes.Admin != nil:
+		modes.Admin(Parse(os.Args[2:]))
+	case mode == "member" && modes.Member != nil:
+		modes.Member(ParseMember(os.Args[2:]))
+	default:
+		Fail("setup", fmt.Errorf("%s has no mode %q", client, mode))
+	}
+}
