@@ -41,6 +41,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--timeout-s", type=float, default=60.0, help="give up after this")
     parser.add_argument("--run-id", default=uuid.uuid4().hex[:8], help="prefix of every value")
+    parser.add_argument(
+        "--no-idempotence",
+        action="store_true",
+        help="plain acks=all producer: only for the embedded Tansu broker of `make run`, "
+        "which fails aiokafka's InitProducerId (Apache Kafka does not)",
+    )
     security = parser.add_argument_group("TLS and SASL (the proxy's listener decides)")
     security.add_argument("--tls", action="store_true", help="TLS, trusting the system's CAs")
     security.add_argument("--ca-file", help="TLS, trusting this CA (PEM)")
@@ -94,11 +100,10 @@ async def create_topic(args: argparse.Namespace) -> None:
 
 
 async def produce(args: argparse.Namespace) -> int:
-    # Idempotence off: aiokafka's InitProducerId fails against the embedded Tansu broker.
     producer = AIOKafkaProducer(
         bootstrap_servers=args.bootstrap,
         acks="all",
-        enable_idempotence=False,
+        enable_idempotence=not args.no_idempotence,
         linger_ms=5,
         **security(args),
     )

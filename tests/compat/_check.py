@@ -12,8 +12,6 @@
 #      it really is (a proxy that answered a produce early, or twice, shows up here);
 #   4. keyed semantics: one key, one partition, in the order it was produced;
 #   5. the commit reached the broker: committed offset = last offset + 1 per partition.
-#      A client that reads back without a group (``Job.groups`` False: sarama 1.22 on Tansu,
-#      see _matrix.GROUPLESS) has no commit to check; for it the group must hold nothing.
 
 from __future__ import annotations
 
@@ -36,11 +34,10 @@ def check_roundtrip(result: Result, observed: Observation) -> list[str]:
     records = result.job.records
     problems: list[str] = []
     problems += _check_topic(records, observed.records, result.job.partitions)
-    groups = result.job.groups
-    problems += _check_consumed(result.report.consumed, observed.records, groups)
+    problems += _check_consumed(result.report.consumed, observed.records)
     problems += _check_produced(records, result.report.produced, observed.records)
     problems += _check_keys(records, observed.records)
-    problems += _check_committed(observed) if groups else _check_nothing_committed(observed)
+    problems += _check_committed(observed)
     return problems
 
 
@@ -58,11 +55,8 @@ def _check_topic(records: Sequence[Record], seen: Sequence[Consumed], partitions
     return problems
 
 
-def _check_consumed(
-    consumed: Sequence[Consumed], seen: Sequence[Consumed], groups: bool = True
-) -> list[str]:
-    what = "group consumer" if groups else "partition consumer"
-    return _multiset_diff(f"{what} vs direct read", Counter(consumed), Counter(seen))
+def _check_consumed(consumed: Sequence[Consumed], seen: Sequence[Consumed]) -> list[str]:
+    return _multiset_diff("group consumer vs direct read", Counter(consumed), Counter(seen))
 
 
 def _check_produced(
@@ -129,16 +123,6 @@ def _check_committed(observed: Observation) -> list[str]:
         if p not in ends and offset != 0
     ]
     return problems
-
-
-def _check_nothing_committed(observed: Observation) -> list[str]:
-    """A client that consumed in no group: its group must not exist or hold offsets."""
-    if not observed.committed:
-        return []
-    return [
-        "consumed without a group, yet the group committed "
-        f"{dict(sorted(observed.committed.items()))}"
-    ]
 
 
 def _multiset_diff(what: str, got: Counter[T], expected: Counter[T]) -> list[str]:

@@ -20,7 +20,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from tests.compat._model import ClientFailed, Consumed, Observation
 from tests.compat._tls import ClientSasl, ClientTls, kafka_python_options
 
-__all__ = ["create_topic", "observe"]
+__all__ = ["committed_offsets", "create_topic", "observe"]
 
 
 def create_topic(
@@ -53,24 +53,32 @@ def create_topic(
             raise ClientFailed(client, "create", f"{entry['name']}: {entry}")
 
 
-def observe(bootstrap: str, topic: str, group: str, timeout_s: float = 30.0) -> Observation:
+def observe(
+    bootstrap: str, topic: str, group: str, timeout_s: float = 30.0, **options: object
+) -> Observation:
     """Every record in ``topic`` and ``group``'s committed offsets, read directly.
+
+    ``options`` go to kafka-python (TLS and SASL on a secured broker:
+    _tls.kafka_python_options).
 
     Raises:
         TimeoutError: the partitions were not read up to their high watermarks in time.
     """
     return Observation(
-        records=_read_all(bootstrap, topic, timeout_s),
-        committed=_committed(bootstrap, group, topic),
+        records=_read_all(bootstrap, topic, timeout_s, options),
+        committed=committed_offsets(bootstrap, group, topic, **options),
     )
 
 
-def _read_all(bootstrap: str, topic: str, timeout_s: float) -> tuple[Consumed, ...]:
+def _read_all(
+    bootstrap: str, topic: str, timeout_s: float, options: dict[str, object]
+) -> tuple[Consumed, ...]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=None,
         enable_auto_commit=False,
         client_id="compat-direct-reader",
+        **options,
     )
     try:
         partitions = consumer.partitions_for_topic(topic)
@@ -106,8 +114,11 @@ def _caught_up(consumer: KafkaConsumer, assigned: list[TopicPartition]) -> bool:
     return True
 
 
-def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="compat-direct-offsets")
+def committed_offsets(bootstrap: str, group: str, topic: str, **options: object) -> dict[int, int]:
+    """``group``'s committed offset per partition of ``topic`` (none: absent), read directly."""
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap, client_id="compat-direct-offsets", **options
+    )
     try:
         offsets = admin.list_group_offsets({group: None}).get(group, {})
     finally:

@@ -1,18 +1,28 @@
-# Strategy: the exactly-once-across-a-rebalance check of issue 6, for any client that has a
-# group-member program speaking the line protocol of GroupConsume.java (Java) and
-# _group_consume_confluent.py (librdkafka).
+# Strategy: the exactly-once-across-a-rebalance checks of issue 6 and issue 30, for any client
+# that has a group-member program speaking the line protocol of java/GroupConsume.java (Java),
+# _group_consume_confluent.py (librdkafka) and the Go programs' member mode (franz-go,
+# sarama; go/internal/compat), in the classic group protocol and, where the client has it,
+# KIP-848's consumer protocol (MEMBERS).
 #
-# The driver produces 10,000 records over 8 partitions, each value "<partition>:<sequence>"
+# The driver produces records over a topic's partitions, each value "<partition>:<sequence>"
 # (an idempotent producer, partition by partition in order, so offset == sequence), then
-# runs a group whose membership changes mid-way: member A starts alone; when it has
-# processed 2,000 records member B joins (rebalance 1); when B has processed some, A stops,
-# commits and leaves (rebalance 2); B finishes. Members are separate processes; a reader
-# thread per member stamps every line with the time it arrived, so all members' events
-# form one timeline. Partitions change hands only after a synchronous commit in the
-# revoke callback and a rebalance that takes seconds, so "in order" can be checked on that
-# timeline: for each partition, the offsets processed by anyone, in arrival order, must be
-# exactly 0, 1, ..., n-1 -- no gap, no duplicate, no reordering -- and each value must be
-# the one produced at that offset.
+# runs a group whose membership changes mid-way. Two scenarios:
+#
+#   join then leave (issue 6)   member A starts alone; when it has processed 2,000 records
+#                               member B joins; when B has processed some, A stops, commits
+#                               and leaves; B finishes. 10,000 records over 8 partitions.
+#   three then leave (issue 30) three members start together; once each has processed some,
+#                               one that is in the middle of a partition stops, commits and
+#                               leaves; the other two finish. 6,000 records over 6 partitions.
+#
+# Members are separate processes; a reader thread per member stamps every line with the time
+# it arrived, so all members' events form one timeline. Partitions change hands only after a
+# synchronous commit in the revoke callback and a rebalance that takes seconds, so "in order"
+# can be checked on that timeline: for each partition, the offsets processed by anyone, in
+# arrival order, must be exactly 0, 1, ..., n-1 -- no gap, no duplicate, no reordering -- and
+# each value must be the one produced at that offset. After the last member has left, the
+# group's committed offsets, read directly (`committed_problems`), must be every partition's
+# end: commits intact.
 """Drive group members through a join and a leave, then check every record came once, in order."""
 
 from __future__ import annotations
@@ -32,33 +42,56 @@ from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from tests.compat._java import java_command
+from tests.compat import _go
+from tests.compat._direct import committed_offsets
+from tests.compat._java import SOURCES, java_command
 
 __all__ = [
     "CLIENTS",
+    "MEMBERS",
     "RECORDS",
     "Event",
     "check",
+    "committed_problems",
     "create_and_fill",
     "run_join_then_leave",
+    "run_three_then_leave",
     "summary",
 ]
 
+#: The clients of the join-then-leave scenario (the fetch-session test).
 CLIENTS = ("java", "confluent-kafka")
+#: Member kinds of the three-then-leave scenario: (client, group protocol).
+MEMBERS: dict[str, tuple[str, str]] = {
+    "java": ("java", "classic"),
+    "java-kip848": ("java", "consumer"),
+    "confluent-kafka": ("confluent-kafka", "classic"),
+    "confluent-kafka-kip848": ("confluent-kafka", "consumer"),
+    "franz-go": ("franz-go", "classic"),
+    "franz-go-kip848": ("franz-go", "consumer"),
+    "sarama": ("sarama", "classic"),
+}
 PARTITIONS = 8
 RECORDS = 10_000
-SESSION_TIMEOUT_MS = 4000
+THREE_PARTITIONS = 6
+THREE_RECORDS = 9_000
+#: Apache Kafka's smallest (group.min.session.timeout.ms); classic members only.
+SESSION_TIMEOUT_MS = 6000
 #: Records each member processes per second at most: slow enough that the join and the
 #: leave happen while work remains (a JVM's join on a busy 2-core machine took over 8 s),
 #: fast enough that one scenario takes ~25 s.
 MAX_RATE = 500
 A_BEFORE_JOIN = 2000
 B_BEFORE_LEAVE = 300
-#: A leaves only while at least this many records of its current partition are left.
+#: Records each member of the three-member scenario processes per second at most: a member
+#: that joins a KIP-848 group gets its partitions within two heartbeats (10 s), and the
+#: first member must not have finished the topic by then.
+THREE_MAX_RATE = 300
+#: A member leaves only while at least this many records of its current partition are left.
 MID_PARTITION_LEFT = 300
 DEADLINE_S = 75.0
 
-SOURCE = Path(__file__).with_name("GroupConsume.java")
+SOURCE = SOURCES / "GroupConsume.java"
 
 
 @dataclass(frozen=True)
@@ -71,10 +104,13 @@ class Event:
     fields: tuple[str, ...]
 
 
-def create_and_fill(bootstrap: str, topic: str) -> dict[int, int]:
-    """Create the topic and produce RECORDS values; return records per partition."""
+def create_and_fill(
+    bootstrap: str, topic: str, partitions: int = PARTITIONS, records: int = RECORDS
+) -> dict[int, int]:
+    """Create the topic (the cluster's replication factor) and produce ``records`` values;
+    return records per partition."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(topic, partitions, -1)]).values():
         future.result(timeout=30)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
@@ -90,8 +126,8 @@ def create_and_fill(bootstrap: str, topic: str) -> dict[int, int]:
             wrong_slot.append(f"{msg.value()!r} at {msg.partition()}:{msg.offset()}")
 
     counts: dict[int, int] = defaultdict(int)
-    for i in range(RECORDS):
-        partition = i % PARTITIONS
+    for i in range(records):
+        partition = i % partitions
         value = f"{partition}:{counts[partition]}".encode()
         producer.produce(topic, value=value, partition=partition, on_delivery=on_delivery)
         counts[partition] += 1
@@ -156,13 +192,105 @@ class Member:
         self._stderr.close()
 
 
-def member_command(client: str, bootstrap: str, topic: str, group: str) -> list[str]:
-    args = [bootstrap, topic, group, str(SESSION_TIMEOUT_MS), str(MAX_RATE)]
+def member_command(
+    kind: str, bootstrap: str, topic: str, group: str, max_rate: int = MAX_RATE
+) -> list[str]:
+    """The member program of ``kind`` (a key of MEMBERS, or a client of CLIENTS)."""
+    client, protocol = MEMBERS[kind]
+    args = [bootstrap, topic, group, str(SESSION_TIMEOUT_MS), str(max_rate), protocol]
     if client == "confluent-kafka":
         return [sys.executable, "-m", "tests.compat._group_consume_confluent", *args]
     if client == "java":
         return java_command(SOURCE, *args)
-    raise ValueError(f"no group member program for {client!r}")
+    return _go.command(client, "member", *args)
+
+
+class _Group:
+    """The members of one scenario, their shared timeline, and waiting on both.
+
+    Resource handling: ``close`` (always called) kills members that are still running.
+    """
+
+    def __init__(self, kind: str, command: list[str], counts: dict[int, int]) -> None:
+        self.kind, self.command, self.counts = kind, command, counts
+        self.timeline: list[Event] = []
+        self.members: list[Member] = []
+        self.started = time.monotonic()
+
+    def start(self, name: str) -> Member:
+        member = Member(name, self.command, self.timeline, self.started)
+        self.members.append(member)
+        return member
+
+    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
+        while not condition():
+            dead = [m.name for m in self.members if not m.stopped and not m.running()]
+            if dead or time.monotonic() - self.started > DEADLINE_S:
+                tails = {m.name: m.stderr_tail() for m in self.members}
+                raise AssertionError(
+                    f"{self.kind}: waiting for {what}: members exited {dead} or the "
+                    f"{DEADLINE_S:.0f} s deadline passed; consumed "
+                    f"{[m.consumed for m in self.members]}; stderr {tails}"
+                )
+            time.sleep(0.02)
+
+    def has_partitions(self, member: Member) -> bool:
+        """Whether ``member`` owns partitions now. Its "assigned" and "revoked" events are
+        folded into a set: eager clients revoke everything and assign the whole new set,
+        incremental ones (KIP-848, cooperative) print only what changed; both fold right."""
+        owned: set[str] = set()
+        for e in list(self.timeline):
+            if e.member == member.name and e.kind in ("assigned", "revoked") and e.fields:
+                changed = {p for p in e.fields[0].split(",") if p}
+                owned = owned | changed if e.kind == "assigned" else owned - changed
+        return bool(owned)
+
+    def mid_partition(self, member: Member) -> bool:
+        """Whether ``member`` last processed a record with work left on its partition."""
+        last = next(
+            (
+                e
+                for e in reversed(self.timeline)
+                if e.member == member.name and e.kind == "consumed"
+            ),
+            None,
+        )
+        if last is None:
+            return False
+        partition, offset = int(last.fields[0]), int(last.fields[1])
+        return offset >= 1 and self.counts[partition] - offset > MID_PARTITION_LEFT
+
+    def leave_mid_partition(self, candidates: list[Member]) -> Member:
+        """Stop the first of ``candidates`` found in the middle of a partition (which member
+        still has partitions to work through differs from run to run)."""
+        self.wait_until(
+            lambda: any(self.mid_partition(m) for m in candidates), "a member in mid-partition"
+        )
+        leaver = next(m for m in candidates if self.mid_partition(m))
+        self.stop(leaver)
+        return leaver
+
+    def stop(self, member: Member) -> None:
+        code = member.stop()
+        assert code == 0, f"{self.kind}: {member.name} exited {code}: {member.stderr_tail()}"
+
+    def finish(self) -> None:
+        """Wait for every record to be processed by someone, then stop who is left."""
+        total = sum(self.counts.values())
+        self.wait_until(lambda: self._unique_consumed() >= total, f"all {total} records")
+        for member in self.members:
+            if not member.stopped:
+                self.stop(member)
+
+    def _unique_consumed(self) -> int:
+        return len(
+            {(e.fields[0], e.fields[1]) for e in list(self.timeline) if e.kind == "consumed"}
+        )
+
+    def close(self) -> list[Event]:
+        for member in self.members:
+            member.close()
+        return sorted(self.timeline, key=lambda e: e.at_s)
 
 
 def run_join_then_leave(
@@ -175,58 +303,58 @@ def run_join_then_leave(
     processes one partition's fetched records after another, so a leave at a random moment
     often moves only untouched or finished partitions.)
     """
-    total = sum(counts.values())
-    timeline: list[Event] = []
-    started = time.monotonic()
-    command = member_command(client, bootstrap, topic, group)
-    members: list[Member] = []
-
-    def wait_until(condition: Callable[[], bool], what: str) -> None:
-        while not condition():
-            dead = [m.name for m in members if not m.stopped and not m.running()]
-            if dead or time.monotonic() - started > DEADLINE_S:
-                tails = {m.name: m.stderr_tail() for m in members}
-                raise AssertionError(
-                    f"{client}: waiting for {what}: members exited {dead} or the "
-                    f"{DEADLINE_S:.0f} s deadline passed; consumed "
-                    f"{[m.consumed for m in members]}; stderr {tails}"
-                )
-            time.sleep(0.02)
-
-    def mid_partition(name: str) -> bool:
-        last = next(
-            (e for e in reversed(timeline) if e.member == name and e.kind == "consumed"), None
-        )
-        if last is None:
-            return False
-        partition, offset = int(last.fields[0]), int(last.fields[1])
-        return offset >= 1 and counts[partition] - offset > MID_PARTITION_LEFT
-
-    def unique_consumed() -> int:
-        return len({(e.fields[0], e.fields[1]) for e in list(timeline) if e.kind == "consumed"})
-
+    group_run = _Group(client, member_command(client, bootstrap, topic, group), counts)
     try:
-        members.append(a := Member("A", command, timeline, started))
-        wait_until(lambda: a.consumed >= A_BEFORE_JOIN, f"A to process {A_BEFORE_JOIN}")
-        members.append(b := Member("B", command, timeline, started))
-        wait_until(lambda: b.consumed >= B_BEFORE_LEAVE, f"B to join and process {B_BEFORE_LEAVE}")
-        # Whoever is in the middle of a partition leaves (the assignment decides which member
-        # still has partitions to work through after B's join; it differs from run to run).
-        wait_until(lambda: mid_partition("A") or mid_partition("B"), "a member in mid-partition")
-        leaver, stayer = (a, b) if mid_partition("A") else (b, a)
-        code = leaver.stop()
-        assert code == 0, f"{client}: {leaver.name} exited {code}: {leaver.stderr_tail()}"
-        wait_until(lambda: unique_consumed() >= total, f"all {total} records")
-        code = stayer.stop()
-        assert code == 0, f"{client}: {stayer.name} exited {code}: {stayer.stderr_tail()}"
+        a = group_run.start("A")
+        group_run.wait_until(lambda: a.consumed >= A_BEFORE_JOIN, f"A to process {A_BEFORE_JOIN}")
+        b = group_run.start("B")
+        group_run.wait_until(
+            lambda: b.consumed >= B_BEFORE_LEAVE, f"B to join and process {B_BEFORE_LEAVE}"
+        )
+        group_run.leave_mid_partition([a, b])
+        group_run.finish()
     finally:
-        for member in members:
-            member.close()
-    return sorted(timeline, key=lambda e: e.at_s)
+        timeline = group_run.close()
+    return timeline
 
 
-def check(timeline: list[Event], counts: dict[int, int]) -> list[str]:
-    """Every problem with the delivery on ``timeline``; empty when it was exactly once, in order."""
+def run_three_then_leave(
+    kind: str, bootstrap: str, topic: str, group: str, counts: dict[int, int]
+) -> list[Event]:
+    """A, B and C together; once each has partitions, one leaves in the middle of a
+    partition; the other two finish. Every member's events in arrival order.
+
+    (A member may be given only partitions another member has already finished, so "each has
+    partitions" rather than "each has processed some" says the group is complete.)
+    """
+    command = member_command(kind, bootstrap, topic, group, THREE_MAX_RATE)
+    group_run = _Group(kind, command, counts)
+    try:
+        members = [group_run.start(name) for name in "ABC"]
+        group_run.wait_until(
+            lambda: all(group_run.has_partitions(m) for m in members),
+            "all three to have partitions",
+        )
+        group_run.leave_mid_partition(members)
+        group_run.finish()
+    finally:
+        timeline = group_run.close()
+    return timeline
+
+
+def committed_problems(bootstrap: str, group: str, topic: str, counts: dict[int, int]) -> list[str]:
+    """The group's committed offsets, read directly, against every partition's end."""
+    committed = committed_offsets(bootstrap, group, topic)
+    return [
+        f"partition {p}: committed {committed.get(p)}, end {end}"
+        for p, end in sorted(counts.items())
+        if committed.get(p) != end
+    ]
+
+
+def check(timeline: list[Event], counts: dict[int, int], members: int = 2) -> list[str]:
+    """Every problem with the delivery on ``timeline``; empty when it was exactly once, in
+    order, with at least ``members`` members processing some."""
     problems: list[str] = []
     by_partition: dict[int, list[int]] = defaultdict(list)
     owners: dict[int, set[str]] = defaultdict(set)
@@ -258,9 +386,9 @@ def check(timeline: list[Event], counts: dict[int, int]) -> list[str]:
             )
     if not handoffs(timeline):
         problems.append(f"no partition moved between members mid-way: owners {dict(owners)}")
-    members = {e.member for e in timeline if e.kind == "consumed"}
-    if members != {"A", "B"}:
-        problems.append(f"records processed by {sorted(members)} only")
+    processed = {e.member for e in timeline if e.kind == "consumed"}
+    if len(processed) < members:
+        problems.append(f"records processed by {sorted(processed)} only")
     return problems
 
 

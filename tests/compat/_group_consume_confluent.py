@@ -8,7 +8,11 @@
 # partitions move) and once more before close. Records are processed at most max_rate per
 # second so that members join and leave while there is still work to move.
 #
-#   python -m tests.compat._group_consume_confluent bootstrap topic group session_ms max_rate
+# With protocol "consumer" the member speaks KIP-848 (group.protocol=consumer, librdkafka 2.12+):
+# the broker assigns incrementally and on_revoke runs with the partitions taken away.
+#
+#   python -m tests.compat._group_consume_confluent bootstrap topic group session_ms max_rate \
+#       classic|consumer
 #   stdin : "stop" (or EOF) -> commit, close (leave the group), exit 0
 #   stdout: assigned <p,..> | revoked <p,..> | consumed <p> <offset> <value>
 #           | committed <p> <offset> | closed      (TSV, flushed after each poll)
@@ -26,22 +30,26 @@ MAX_POLL_RECORDS = 100
 
 
 def main(argv: list[str]) -> int:
-    bootstrap, topic, group, session_ms, max_rate = argv
+    bootstrap, topic, group, session_ms, max_rate, protocol = argv
     stopping = threading.Event()
     threading.Thread(target=_wait_for_stop, args=(stopping,), daemon=True).start()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
+    settings: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+    }
+    if protocol == "consumer":
+        # KIP-848: the broker assigns and times the group; the client sets neither.
+        settings["group.protocol"] = "consumer"
+    else:
+        settings |= {
             "partition.assignment.strategy": "range",
-            # Short session timeout: Tansu holds JoinGroup for about half of it.
             "session.timeout.ms": int(session_ms),
             "heartbeat.interval.ms": int(session_ms) // 4,
         }
-    )
+    consumer = Consumer(settings)
     processed: dict[int, int] = {}  # partition -> next offset to process
 
     def commit(partitions: list[int]) -> None:

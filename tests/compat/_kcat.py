@@ -62,8 +62,6 @@ def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
         "RUN": job.run_id,
         "SESSION_TIMEOUT_MS": str(job.session_timeout_ms),
     }
-    if not job.groups:
-        raise ClientFailed(client, "setup", "kcat.sh always consumes in a group")
     extra = [
         arg
         for k, v in _tls.librdkafka_config(job.tls, job.sasl).items()

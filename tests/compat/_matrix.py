@@ -2,10 +2,11 @@
 #
 # Every driver has the same shape, `run(Job) -> ClientReport`, is synchronous and blocking,
 # and takes the bootstrap address as data; nothing knows whether it talks to the broker or
-# to the proxy. The drivers run the programs in examples/ (tests/compat/_examples.py), all
-# but sarama's, which has no example (tests/compat/_sarama.py says why). A trio test calls
-# `run_roundtrip` through `trio.to_thread.run_sync`, so the proxy may later run in the
-# test's own trio loop without the clients blocking it.
+# to the proxy. The drivers run the programs in examples/ (tests/compat/_examples.py) for
+# the clients that have one, and the Go programs of tests/compat/go (tests/compat/_go.py)
+# for franz-go, sarama and kafka-go. Every producer that has an idempotent mode uses it.
+# A trio test calls `run_roundtrip` through `trio.to_thread.run_sync`, so the proxy may run
+# in the test's own trio loop without the clients blocking it.
 
 from __future__ import annotations
 
@@ -14,41 +15,32 @@ import time
 import uuid
 from collections.abc import Callable
 
-from tests.compat import _java, _kcat, _sarama
+from tests.compat import _go, _java, _kcat
 from tests.compat._check import check_roundtrip
 from tests.compat._direct import observe
 from tests.compat._examples import python_example
 from tests.compat._model import ClientReport, Job, Result, make_records
-from tests.compat._tls import ClientSasl, ClientTls
+from tests.compat._tls import ClientSasl, ClientTls, kafka_python_options
 
-__all__ = ["CLIENTS", "DRIVERS", "GROUPLESS", "roundtrip_and_check", "run_roundtrip"]
+__all__ = ["CLIENTS", "DRIVERS", "roundtrip_and_check", "run_roundtrip"]
 
 Driver = Callable[[Job], ClientReport]
 
 DRIVERS: dict[str, Driver] = {
-    # Idempotence off in aiokafka: its InitProducerId fails against Tansu (DESIGN "Known
-    # quirks"), a broker quirk, not a proxy concern.
-    "aiokafka": python_example(
-        "aiokafka_example.py",
-        {"enable_idempotence": "False (InitProducerId fails against Tansu)"},
-    ),
+    "aiokafka": python_example("aiokafka_example.py", {"enable_idempotence": "True"}),
     "kafka-python": python_example("kafka_python_example.py", {"enable_idempotence": "True"}),
     "confluent-kafka": python_example("confluent_kafka_example.py", {"enable.idempotence": "true"}),
     "kcat": functools.partial(_kcat.run, librdkafka="wheel"),
     "java": _java.run,
-    "sarama": _sarama.run,
+    **{client: functools.partial(_go.run, client=client) for client in _go.CLIENTS},
     # Debian's kcat on Debian's librdkafka 2.0.2: reported, not required (see the tests).
     "kcat-debian": functools.partial(_kcat.run, librdkafka="debian"),
 }
 
-#: The clients the issue requires to round-trip; "kcat-debian" is recorded separately.
+#: The clients the matrix requires to round-trip; "kcat-debian" is recorded separately.
 CLIENTS: tuple[str, ...] = (
-    "aiokafka", "kafka-python", "confluent-kafka", "kcat", "java", "sarama",
+    "aiokafka", "kafka-python", "confluent-kafka", "kcat", "java", *_go.CLIENTS,
 )  # fmt: skip
-
-#: Clients that read back without a consumer group (``Job.groups`` False), and why: their
-#: check covers produce, consume and equality with the direct reader, and wants no commit.
-GROUPLESS: dict[str, str] = {"sarama": _sarama.WHY_NO_GROUP}
 
 
 def run_roundtrip(
@@ -87,7 +79,6 @@ def run_roundtrip(
         make_records(n, run_id),
         tls=tls,
         sasl=sasl,
-        groups=client not in GROUPLESS,
         run_id=run_id,
     )
     started = time.monotonic()
@@ -103,15 +94,19 @@ def roundtrip_and_check(
     partitions: int = 3,
     tls: ClientTls | None = None,
     sasl: ClientSasl | None = None,
+    direct_sasl: ClientSasl | None = None,
 ) -> tuple[Result, list[str]]:
     """Round trip on ``bootstrap`` against a fresh topic, checked on ``direct_bootstrap``.
 
     ``direct_bootstrap`` is the broker itself even when ``bootstrap`` is a proxy: the
-    client's view is compared with what is really stored.
+    client's view is compared with what is really stored. ``direct_sasl``: the trusted
+    reader's login there (SASL_PLAINTEXT), on a cluster with an authorizer.
 
     Raises:
         ClientFailed: the client could not complete a stage.
     """
     topic = f"compat-{client}-{uuid.uuid4().hex[:12]}"
     result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls, sasl=sasl)
-    return result, check_roundtrip(result, observe(direct_bootstrap, topic, result.job.group))
+    options = kafka_python_options(None, direct_sasl)
+    observed = observe(direct_bootstrap, topic, result.job.group, **options)
+    return result, check_roundtrip(result, observed)

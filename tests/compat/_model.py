@@ -45,7 +45,7 @@ KEY_COUNT = 100
 @dataclass(frozen=True)
 class Record:
     """One record to produce: ASCII, the key without spaces, the value without tabs or newlines
-    (the examples print both on one line, the value last; sarama takes them as TSV)."""
+    (the examples print both on one line, the value last; the Go clients take them as TSV)."""
 
     key: str
     value: str
@@ -90,11 +90,6 @@ class Job:
     tls: ClientTls | None = None
     #: SASL login to ``bootstrap``; None = none.
     sasl: ClientSasl | None = None
-    #: False = the client reads the records back with partition consumers from the earliest
-    #: offset, in no group and committing nothing, because it cannot join a group on the
-    #: broker under test (``_matrix.GROUPLESS`` says which client and why); the check then
-    #: covers produce, consume and equality with the direct reader, and wants no commit.
-    groups: bool = True
     #: The prefix of every value (``make_records``), which the examples take as --run-id.
     run_id: str = "compat"
 

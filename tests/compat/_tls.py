@@ -3,7 +3,8 @@
 # (tests/compat/_examples.example_flags) and translate it themselves, each in its client's
 # terms, since that is what a user needs to see; what stays here is the translation for the
 # clients the tests drive from Python or the command line: kafka-python (the direct reader's
-# admin), librdkafka's properties (kcat.sh's -X options) and sarama's environment. With TLS
+# admin), librdkafka's properties (kcat.sh's -X options) and the Go clients' environment
+# (their TLS files are flags, tests/compat/_go.py). With TLS
 # off (tls None) every function returns "no options". Hostname checking stays on
 # everywhere: the test certificates name 127.0.0.1, which is what clients dial.
 #
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 __all__ = [
     "ClientSasl",
     "ClientTls",
+    "go_environment",
     "kafka_python_options",
     "librdkafka_config",
-    "sarama_environment",
     "settings",
 ]
 
@@ -95,14 +96,14 @@ def librdkafka_config(tls: ClientTls | None, sasl: ClientSasl | None = None) -> 
     return config
 
 
-def sarama_environment(sasl: ClientSasl | None) -> dict[str, str]:
-    """sarama/roundtrip.go's SASL settings (its TLS files are positional arguments)."""
+def go_environment(sasl: ClientSasl | None) -> dict[str, str]:
+    """The Go clients' SASL login (go/internal/compat reads it; never a flag)."""
     if sasl is None:
         return {}
     return {
-        "SARAMA_SASL_MECHANISM": sasl.mechanism,
-        "SARAMA_SASL_USER": sasl.username,
-        "SARAMA_SASL_PASSWORD": sasl.password,
+        "COMPAT_SASL_MECHANISM": sasl.mechanism,
+        "COMPAT_SASL_USER": sasl.username,
+        "COMPAT_SASL_PASSWORD": sasl.password,
     }
 
 

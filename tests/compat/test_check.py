@@ -172,19 +172,3 @@ def test_commit_on_an_empty_partition_must_be_zero() -> None:
     assert observed.committed[2] == 0
     problems = check_roundtrip(result, replace(observed, committed={**observed.committed, 2: 7}))
     assert problems == ["partition 2 has no records but committed 7"]
-
-
-def test_a_client_without_a_group_is_checked_for_reading_everything_and_committing_nothing() -> (
-    None
-):
-    """sarama on Tansu (Job.groups False): partition consumers, no group, so no commit."""
-    result, observed = perfect()
-    groupless = replace(result, job=replace(result.job, groups=False))
-    nothing_committed = replace(observed, committed={})
-    assert check_roundtrip(groupless, nothing_committed) == []
-    # A commit where none should be, and a record the partition consumer missed, are named.
-    problems = check_roundtrip(groupless, observed)
-    assert len(problems) == 1 and "commit" in problems[0]
-    missing = with_report(groupless, consumed=groupless.report.consumed[1:])
-    [problem] = check_roundtrip(missing, nothing_committed)
-    assert problem.startswith("partition consumer vs direct read")

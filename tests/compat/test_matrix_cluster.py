@@ -7,20 +7,12 @@ follow the proxy's per-broker ports to three different brokers and to its group'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import trio
 
 from testbed.kafka_cluster import KafkaCluster
-from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.proxy_process import ProxyProcess
 from tests.compat import CLIENTS, roundtrip_and_check
-
-
-@pytest.fixture(scope="module")
-def cluster_proxy(kafka_cluster: KafkaCluster) -> Iterator[ProxyProcess]:
-    with running_proxy(kafka_cluster.bootstrap()) as proxy:
-        yield proxy
 
 
 @pytest.mark.parametrize("client", CLIENTS)

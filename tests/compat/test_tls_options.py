@@ -2,8 +2,8 @@
 
 The matrix hands them to the examples as flags (tests/compat/_examples.example_flags), and each
 example translates them in its client's terms; the rest stays in tests/compat/_tls.py
-(kafka-python for the direct reader's admin, librdkafka's -X options for kcat.sh, sarama's
-environment). The security protocol names the pair (PLAINTEXT, SSL, SASL_PLAINTEXT,
+(kafka-python for the direct reader's admin, librdkafka's -X options for kcat.sh, the Go
+clients' environment). The security protocol names the pair (PLAINTEXT, SSL, SASL_PLAINTEXT,
 SASL_SSL) in every family's own spelling; nothing at all is set when there is neither; the
 password is never a flag, and the matrix's report names the login but never the password.
 """
@@ -22,9 +22,9 @@ from tests.compat._model import Job, make_records
 from tests.compat._tls import (
     ClientSasl,
     ClientTls,
+    go_environment,
     kafka_python_options,
     librdkafka_config,
-    sarama_environment,
     settings,
 )
 
@@ -69,7 +69,7 @@ def test_neither_tls_nor_sasl_sets_nothing(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
     assert kafka_python_options(None, None) == {}
     assert librdkafka_config(None, None) == {}
-    assert sarama_environment(None) == {}
+    assert go_environment(None) == {}
     assert settings(None, None) == {}
     flags = example_flags(_job(None, None))
     assert not [f for f in flags if f.startswith(("--ca", "--cert", "--key-", "--sasl", "--tls"))]
@@ -93,10 +93,10 @@ def test_sasl_alone_is_sasl_plaintext_in_every_family(monkeypatch: pytest.Monkey
         "alice",
         SASL.password,
     )
-    assert sarama_environment(SASL) == {
-        "SARAMA_SASL_MECHANISM": "SCRAM-SHA-512",
-        "SARAMA_SASL_USER": "alice",
-        "SARAMA_SASL_PASSWORD": SASL.password,
+    assert go_environment(SASL) == {
+        "COMPAT_SASL_MECHANISM": "SCRAM-SHA-512",
+        "COMPAT_SASL_USER": "alice",
+        "COMPAT_SASL_PASSWORD": SASL.password,
     }
     # The examples, from the matrix's flags and $KAFKA_SASL_PASSWORD.
     assert _translated("kafka_python_example.py", None, SASL, monkeypatch) == python

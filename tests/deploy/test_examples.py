@@ -78,11 +78,13 @@ def _assert_round_trip(output: str) -> None:
     "script", ["aiokafka_example.py", "kafka_python_example.py", "confluent_kafka_example.py"]
 )
 def test_python_example(proxy: ProxyProcess, script: str) -> None:
+    # Tansu only: its InitProducerId fails aiokafka's idempotent producer (DESIGN "Known quirks").
+    tansu_only = ["--no-idempotence"] if UPSTREAM is None and script.startswith("aiokafka") else []
     output = _run(
         [
             sys.executable, str(EXAMPLES / script), "--bootstrap", proxy.bootstrap,
             "--count", str(COUNT), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
-            "--timeout-s", "45",
+            "--timeout-s", "45", *tansu_only,
         ]
     )  # fmt: skip
     _assert_round_trip(output)
@@ -114,7 +116,6 @@ def test_java_example(proxy: ProxyProcess) -> None:
             "bash", str(EXAMPLES / "java" / "run.sh"), "--bootstrap", proxy.bootstrap,
             "--count", str(COUNT), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
         ],
-        env={"PYTHON": sys.executable},
     )  # fmt: skip
     _assert_round_trip(output)
     assert f"java via {proxy.bootstrap}: produced {COUNT}, consumed {COUNT}" in output

@@ -10,7 +10,11 @@
 // as a duplicate or a gap. Records are processed at most max_rate per second (sleeping
 // between polls) so that joining and leaving happen while there is still work to move.
 //
-//   args  : bootstrap topic group session_timeout_ms max_rate
+// With protocol "consumer" the member speaks KIP-848 (group.protocol=consumer): the broker
+// assigns partitions incrementally, and onPartitionsRevoked still runs (with the partitions
+// taken away) before they move, so the same commit keeps delivery exactly once.
+//
+//   args  : bootstrap topic group session_timeout_ms max_rate classic|consumer
 //   stdin : "stop" (or EOF) -> commit, close (leave the group), exit 0
 //   stdout: TSV lines, flushed after each poll:
 //             assigned  <p,p,...>
@@ -47,8 +51,8 @@ public final class GroupConsume {
     private GroupConsume() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 5) {
-            System.err.println("usage: GroupConsume bootstrap topic group session_timeout_ms max_rate");
+        if (args.length != 6) {
+            System.err.println("usage: GroupConsume bootstrap topic group session_timeout_ms max_rate classic|consumer");
             System.exit(1);
         }
         String topic = args[1];
@@ -64,11 +68,15 @@ public final class GroupConsume {
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         props.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, Integer.toString(MAX_POLL_RECORDS));
-        // Eager range assignment: every member gives up all its partitions on a rebalance.
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RangeAssignor.class.getName());
-        // Short session timeout: Tansu holds JoinGroup for about half of it (DESIGN "Known quirks").
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, Integer.toString(sessionTimeoutMs));
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, Integer.toString(sessionTimeoutMs / 4));
+        if (args[5].equals("consumer")) {
+            // KIP-848: the broker assigns and times the group; the client sets neither.
+            props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        } else {
+            // Eager range assignment: every member gives up all its partitions on a rebalance.
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RangeAssignor.class.getName());
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, Integer.toString(sessionTimeoutMs));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, Integer.toString(sessionTimeoutMs / 4));
+        }
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
 
