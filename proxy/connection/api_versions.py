@@ -55,11 +55,15 @@ class KnownApiVersions:
             self.learn(node_id, decode(ApiVersionsResponse, body, version), now_s)
 
     def answer(self, node_id: int | None, header: RequestHeader, now_s: float) -> bytes | None:
-        """The whole response frame for this ApiVersions request, or None: forward it."""
+        """The whole response frame for this ApiVersions request, or None: forward it (also
+        when the cluster does not serve the request's version: its own UNSUPPORTED_VERSION
+        answer, in v0, is what the client must get, KIP-511)."""
         known = self._fresh(node_id, now_s)
         if known is None:
             return None
         version = header.api_version
+        if version > _served_max(known):
+            return None
         head = encode_response_header(
             ResponseHeader(header.correlation_id),
             response_header_version(ApiKey.API_VERSIONS, version),
@@ -71,3 +75,11 @@ class KnownApiVersions:
         if known is None or now_s - known[0] >= self._max_age_s:
             return None
         return known[1]
+
+
+def _served_max(response: ApiVersionsResponse) -> int:
+    """The newest ApiVersions version the cluster's answer says it serves (-1: none)."""
+    for entry in response.api_keys:
+        if entry.api_key == ApiKey.API_VERSIONS:
+            return entry.max_version
+    return -1
