@@ -42,46 +42,38 @@ def _time_range(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def _service(apis: dict[str, dict[str, Any]]) -> list[str]:
-    lines = [
-        "",
-        "## Service latency per API",
-        "",
-        "Client-observed latency (arrival to answer written, ms) of the APIs that are answered "
-        "as soon as the broker and the proxy have done the work. **A tall p99 beside a short "
-        "p50 is a tail to chase**: `upstream` percentiles in `tables/per_api` say whether the "
-        "broker's part or the proxy's. Produce waits for its acks here: that wait is "
-        "replication, and a slow one is a real tail.",
-        "",
-        "| API | requests | p50 ms | p95 ms | p99 ms | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    rows = {name: row for name, row in apis.items() if row["wait"] is None}
-    lines += [
-        f"| {n} | {r['count']} | {_percentiles(r)} | {r['errors']} |" for n, r in rows.items()
-    ]
-    return lines if rows else [*lines[:-2], "No request of such an API is in this log."]
+_SERVICE_INTRO = (
+    "Client-observed latency (arrival to answer written, ms) of the APIs that are answered as "
+    "soon as the broker and the proxy have done the work. **A tall p99 beside a short p50 is a "
+    "tail to chase**: `upstream` percentiles in `tables/per_api` say whether the broker's part "
+    "or the proxy's. Produce waits for its acks here: that wait is replication, and a slow one "
+    "is a real tail."
+)
+_WAITS_INTRO = (
+    "These APIs may wait before they answer, by design: their latency is mostly that wait, and "
+    "its length is set by the client (Fetch's `max_wait_ms`) or by the group's other members (a "
+    "rebalance), not by the proxy or the broker. Compare them with the clients' settings, not "
+    "with the service latency above; how the fetches were answered is below."
+)
 
 
-def _waits(apis: dict[str, dict[str, Any]]) -> list[str]:
-    lines = [
-        "",
-        "## Waits the protocol asks for",
-        "",
-        "These APIs may wait before they answer, by design: their latency is mostly that wait, "
-        "and its length is set by the client (Fetch's `max_wait_ms`) or by the group's other "
-        "members (a rebalance), not by the proxy or the broker. Compare them with the clients' "
-        "settings, not with the service latency above; how the fetches were answered is below.",
-        "",
-        "| API | requests | p50 ms | p95 ms | p99 ms | errors | why it waits |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
-    ]
-    rows = {name: row for name, row in apis.items() if row["wait"] is not None}
+def _apis(apis: dict[str, dict[str, Any]], *, waits: bool) -> list[str]:
+    """The service APIs' latency table, or (``waits``) the waiting APIs' with the reason."""
+    heading, intro = ("Waits the protocol asks for", _WAITS_INTRO) if waits else (
+        "Service latency per API", _SERVICE_INTRO)  # fmt: skip
+    why = (" why it waits |", " --- |") if waits else ("", "")
+    rows = {name: row for name, row in apis.items() if (row["wait"] is not None) == waits}
+    lines = ["", f"## {heading}", "", intro, ""]
+    if not rows:
+        return [*lines, "No request of such an API is in this log."]
     lines += [
-        f"| {name} | {row['count']} | {_percentiles(row)} | {row['errors']} | {row['wait']} |"
-        for name, row in rows.items()
+        f"| API | requests | p50 ms | p95 ms | p99 ms | errors |{why[0]}",
+        f"| --- | ---: | ---: | ---: | ---: | ---: |{why[1]}",
     ]
-    return lines if rows else [*lines[:-2], "No request of such an API is in this log."]
+    for name, row in rows.items():
+        reason = f" {row['wait']} |" if waits else ""
+        lines.append(f"| {name} | {row['count']} | {_percentiles(row)} | {row['errors']} |{reason}")
+    return lines
 
 
 def _fetch_answers(answers: dict[str, dict[str, Any]]) -> list[str]:
@@ -203,8 +195,8 @@ def _fairness(fairness: dict[str, Any]) -> list[str]:
 def report_markdown(summary: dict[str, Any], tables: dict[str, Rows], plots: list[str]) -> str:
     """report.md for ``summary`` (see pipeline/report.py); ``plots`` are paths under --out."""
     lines = ["# Request-log report", "", *_time_range(summary)]
-    lines += _service(summary["apis"])
-    lines += _waits(summary["apis"])
+    lines += _apis(summary["apis"], waits=False)
+    lines += _apis(summary["apis"], waits=True)
     lines += _fetch_answers(summary["fetch_answers"])
     lines += _brokers(summary["brokers"])
     lines += _outcomes(summary["outcomes"])
