@@ -6,10 +6,10 @@
 # to chase, so the report keeps the two apart, from this one list.
 #
 # Produce is not on it: its wait for acks is replication, work whose slowness (a slow follower,
-# a full disk) is a real tail. Nor are the heartbeats: Heartbeat and KIP-848's
-# ConsumerGroupHeartbeat are answered at once. ShareFetch (KIP-932) long-polls like Fetch and
-# belongs here once the proxy's API tables (wire/apis.py) name it; until then the proxy
-# advertises no such API and no log can hold one.
+# a full disk) is a real tail. Nor are the heartbeats: Heartbeat and the KIP-848 family
+# (ConsumerGroupHeartbeat, ShareGroupHeartbeat, StreamsGroupHeartbeat) are answered as soon as
+# the coordinator has written the member's state; a new assignment comes in a later heartbeat,
+# not by holding this one.
 """The APIs whose answers the protocol lets wait, and how the report sorts fetch answers."""
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ PROTOCOL_WAITS: Final[dict[str, str]] = {
     "JoinGroup": "rebalance: waits until the group's members have joined "
     "(up to the rebalance timeout)",
     "SyncGroup": "rebalance: a follower waits for the leader's assignment",
+    "ShareFetch": "long-poll (KIP-932 share groups): waits up to max_wait_ms for records "
+    "to acquire; forwarded, the broker waits",
 }
 
 # How a Fetch was answered, from its outcome, held_ms and broker (pipeline/tables.py's

@@ -28,7 +28,7 @@ def test_every_wait_is_an_api_the_proxy_names() -> None:
     # The log names APIs as wire/apis.py does: a wait under another spelling would never match.
     names = {spec.name for spec in API_BY_KEY.values()}
     assert set(PROTOCOL_WAITS) <= names
-    assert {"Fetch", "JoinGroup", "SyncGroup"} == set(PROTOCOL_WAITS)
+    assert {"Fetch", "JoinGroup", "SyncGroup", "ShareFetch"} == set(PROTOCOL_WAITS)
     assert not is_wait("Produce") and not is_wait("Heartbeat")
 
 
