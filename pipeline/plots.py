@@ -69,6 +69,7 @@ _ANSWER_COLOURS = {AT_ONCE: "tab:blue", WOKEN: "#9ecae1", EXPIRED: "0.6", FORWAR
 _ANSWER_LABELS = {AT_ONCE: "at once", WOKEN: "woken by data", EXPIRED: "expired",
                   FORWARDED: "forwarded", FETCH_ERROR: "error"}  # fmt: skip
 _MARKERS_UP_TO = 60  # windows; more, and a line without markers reads better
+_LEAST_BARS = 6  # the width of a latency panel with fewer APIs
 
 
 def figures(tables: dict[str, Rows], window_s: int) -> dict[str, Figure]:
@@ -187,13 +188,14 @@ def _latency(per_api: Rows, answers: Rows) -> Figure:
     fetch = [(f"{FETCH}, {_ANSWER_LABELS[k]}", by_kind[k]) for k in FETCH_ANSWERS if k in by_kind]
     wait_names = [name for name, _ in fetch] + [row["api"] for row in waits]
     wait_rows = [row for _, row in fetch] + waits
-    widths = [max(len(service), 4), max(len(wait_rows), 4)]
+    # A panel is as wide as its bars, but never narrower than its two-line title.
+    widths = [max(len(service), _LEAST_BARS), max(len(wait_rows), _LEAST_BARS)]
     figure, (left, right) = _figure(_WIDE, ncols=2, sharey=True, width_ratios=widths)
     figure.suptitle("Latency per API, client-observed (ms, log scale)")
     left.set_title("Service: answered when the work is done.\nA tall p99 beside a short p50 "
                    "is a tail to chase.", fontsize="medium")  # fmt: skip
-    right.set_title("Waits the protocol asks for: long by design.\nFetch up to max_wait_ms, "
-                    "groups for a rebalance.", fontsize="medium")  # fmt: skip
+    right.set_title("Waits the protocol asks for, long by\ndesign: max_wait_ms, rebalances.",
+                    fontsize="medium")  # fmt: skip
     left.set_ylabel("latency (ms)")
     for axes, names, rows in ((left, [r["api"] for r in service], service),
                               (right, wait_names, wait_rows)):  # fmt: skip

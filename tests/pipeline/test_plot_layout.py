@@ -7,6 +7,7 @@ What is measured is what a reader sees: every text's box on the canvas.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Iterator
@@ -99,14 +100,67 @@ def _tables(start: int = START, windows: int = 8) -> dict[str, list[dict[str, An
     }
 
 
-@pytest.fixture(scope="module")
-def drawn() -> Iterator[dict[str, Figure]]:
-    figs = figures(_tables(), W)
+def _quiet_tables() -> dict[str, list[dict[str, Any]]]:
+    """A short, quiet log: no muting, no fetch held, one connection at a time, and many
+    service APIs beside two waits (a narrow waits panel)."""
+    starts = [START, START + W]
+    apis = [*SERVICE, "CreateTopics", "DescribeCluster", "Fetch", "JoinGroup"]
+    return {
+        "per_api": [{"api": api, **_latency(2.0)} for api in sorted(apis)],
+        "fetch_answers": [{"answer": AT_ONCE, "requests": 12, **_latency(2.0)}],
+        "held_histogram": [],
+        "throughput": [
+            {
+                "window_start": start,
+                "api": "Fetch",
+                "covered_s": 4.0,
+                "requests": 6,
+                "requests_per_s": 1.5,
+            }
+            for start in starts
+        ],
+        "memory_pressure": [
+            {
+                "window_start": start,
+                "muted_ms": 0.0,
+                "requests": 6,
+                "muted_requests": 0,
+                "muted_share": 0.0,
+            }
+            for start in starts
+        ],
+        "fairness": [
+            {"window_start": start, "connections": 1, "jain_index": None} for start in starts
+        ],
+        "top_talkers": [
+            {"client": "(none)", "connections": 1, "request_bytes": 300, "response_bytes": 900}
+        ],
+    }
+
+
+@contextlib.contextmanager
+def _drawn(tables: dict[str, list[dict[str, Any]]]) -> Iterator[dict[str, Figure]]:
+    """Every plot of ``tables``, drawn on its canvas, closed when the block ends."""
+    figs = figures(tables, W)
     for figure in figs.values():
         figure.canvas.draw()
-    yield figs
-    for figure in figs.values():
-        plt.close(figure)
+    try:
+        yield figs
+    finally:
+        for figure in figs.values():
+            plt.close(figure)
+
+
+@pytest.fixture(scope="module", params=["busy", "quiet"])
+def drawn(request: pytest.FixtureRequest) -> Iterator[dict[str, Figure]]:
+    with _drawn(_tables() if request.param == "busy" else _quiet_tables()) as figs:
+        yield figs
+
+
+@pytest.fixture(scope="module")
+def busy() -> Iterator[dict[str, Figure]]:
+    with _drawn(_tables()) as figs:
+        yield figs
 
 
 def _ticks(axes: Axes) -> list[tuple[float, Text]]:
@@ -230,8 +284,8 @@ def _utc(num: float, layout: str) -> str:
 
 
 @pytest.mark.parametrize("name", ["throughput", "memory_pressure", "fairness"])
-def test_time_ticks_read_the_time_itself(drawn: dict[str, Figure], name: str) -> None:
-    axes = drawn[name].axes[0]
+def test_time_ticks_read_the_time_itself(busy: dict[str, Figure], name: str) -> None:
+    axes = busy[name].axes[0]
     ticks = _ticks(axes)
     assert len(ticks) >= 3
     for loc, label in ticks:
@@ -244,28 +298,25 @@ def test_time_ticks_read_the_time_itself(drawn: dict[str, Figure], name: str) ->
 
 def test_time_ticks_carry_the_date_across_midnight() -> None:
     midnight = int(datetime(2026, 11, 26, tzinfo=UTC).timestamp())
-    figs = figures(_tables(start=midnight - 30), W)
-    figure = figs["throughput"]
-    figure.canvas.draw()
-    axes = figure.axes[0]
-    for loc, label in _ticks(axes):
-        assert label.get_text() == _utc(loc, "%m-%d %H:%M:%S")
-    assert "(UTC, 2026-11-25 to 2026-11-26)" in axes.get_xlabel()
-    for drawn_figure in figs.values():
-        plt.close(drawn_figure)
+    with _drawn(_tables(start=midnight - 30)) as figs:
+        axes = figs["throughput"].axes[0]
+        for loc, label in _ticks(axes):
+            assert label.get_text() == _utc(loc, "%m-%d %H:%M:%S")
+        assert "(UTC, 2026-11-25 to 2026-11-26)" in axes.get_xlabel()
 
 
-def test_latency_keeps_waits_in_their_own_panel(drawn: dict[str, Figure]) -> None:
-    service, waits = drawn["latency_by_api"].axes
+def test_latency_keeps_waits_in_their_own_panel(busy: dict[str, Figure]) -> None:
+    service, waits = busy["latency_by_api"].axes
     assert [label.get_text() for _, label in _ticks(service)] == SERVICE
     assert not any(is_wait(api) for api in SERVICE)
     fetch = ["Fetch, at once", "Fetch, woken by data", "Fetch, expired", "Fetch, forwarded"]
     assert [label.get_text() for _, label in _ticks(waits)] == [*fetch, *WAITS]
-    assert "tail to chase" in service.get_title() and "long by design" in waits.get_title()
+    assert "tail to chase" in service.get_title()
+    assert "Waits the protocol asks for" in waits.get_title()
 
 
-def test_fetch_answers_counts_every_kind(drawn: dict[str, Figure]) -> None:
-    counts, held = drawn["fetch_answers"].axes
+def test_fetch_answers_counts_every_kind(busy: dict[str, Figure]) -> None:
+    counts, held = busy["fetch_answers"].axes
     bars = {round(patch.get_width()) for patch in counts.patches}
     assert bars == {551, 7960, 243, 4}
     top_down = sorted(counts.yaxis.get_major_ticks(), key=lambda tick: -tick.get_loc())
@@ -278,11 +329,11 @@ def test_fetch_answers_counts_every_kind(drawn: dict[str, Figure]) -> None:
     assert stacked == {7000, 130, 243}
 
 
-def test_figures_are_lines_the_reader_can_match(drawn: dict[str, Figure]) -> None:
+def test_figures_are_lines_the_reader_can_match(busy: dict[str, Figure]) -> None:
     # Throughput: one line per highlighted API plus the summed others, the hollow markers
     # named in the legend (not written over the plot).
-    (axes,) = drawn["throughput"].axes
-    legend_texts = [text.get_text() for text in drawn["throughput"].legends[0].get_texts()]
+    (axes,) = busy["throughput"].axes
+    legend_texts = [text.get_text() for text in busy["throughput"].legends[0].get_texts()]
     assert legend_texts[-1].startswith("hollow: window the log covers in part")
     assert not axes.texts
     assert all(isinstance(line, Line2D) for line in axes.get_lines())
