@@ -44,8 +44,8 @@ def test_each_api_of_the_traffic_is_on_its_side(traffic_run: TrafficRun) -> None
     report = (traffic_run.out / "report.md").read_text()
     assert _section(report, "Service latency per API") == sorted(a for a in apis if not is_wait(a))
     assert _section(report, "Waits the protocol asks for") == sorted(a for a in apis if is_wait(a))
-    for api in PROTOCOL_WAITS:
-        assert PROTOCOL_WAITS[api] in report  # why it waits, said beside it
+    for api in apis & set(PROTOCOL_WAITS):
+        assert f"| {PROTOCOL_WAITS[api]} |" in report  # why it waits, said beside it
 
 
 @pytest.mark.parametrize("which", ["traffic", "cluster"])
