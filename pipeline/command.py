@@ -4,13 +4,16 @@ Why a module of its own: proxy/cli.py must import without pyspark (the runtime i
 [pipeline] extra), so it only asks this module to add the flags and to run; pyspark is imported
 here, inside `run`, and its absence becomes one line that says what to install. Problems the
 report diagnoses itself (a missing log, an empty log, an output it cannot write) are one line
-on stderr and exit code 2, like a usage error, rather than a traceback.
+on stderr and exit code 2, like a usage error, rather than a traceback; a missing or empty log
+on the local filesystem is found before Spark starts (pipeline/inputs.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from pipeline.inputs import unusable_local_logs
 
 __all__ = ["add_arguments", "run"]
 
@@ -53,6 +56,10 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the report; returns the process exit code."""
+    problem = unusable_local_logs(args.logs)
+    if problem is not None:
+        print(f"purgatory-proxy report: {problem}", file=sys.stderr)
+        return USER_ERROR
     try:
         from pipeline.errors import ReportError
         from pipeline.report import run_report

@@ -22,11 +22,13 @@ from pyspark.sql import functions as F
 
 from pipeline import tables as t
 from pipeline.errors import ReportError
+from pipeline.inputs import empty_message, missing_message
 from pipeline.markdown import report_markdown
 from pipeline.plots import render_all
 from pipeline.progress import Progress
 from pipeline.session import spark_session
 from pipeline.storage import HadoopFiles
+from pipeline.waits import FETCH_ANSWERS, PROTOCOL_WAITS
 
 __all__ = ["TABLES", "run_report"]
 
@@ -52,6 +54,7 @@ TABLES: dict[str, tuple[str, Callable[[DataFrame, Span], DataFrame]]] = {
         lambda log, span: t.throughput(log, span.window_s, span.first_ts, span.last_ts),
     ),
     "purgatory_outcomes": ("outcomes and held times", lambda log, _: t.purgatory_outcomes(log)),
+    "fetch_answers": ("fetches by how they were answered", lambda log, _: t.fetch_answers(log)),
     "held_histogram": ("held-time histogram", lambda log, _: t.held_histogram(log)),
     "memory_pressure": (
         "memory pressure per window",
@@ -93,12 +96,12 @@ def run_report(
         progress.attach(session.sparkContext)
         files = HadoopFiles(session)
         if files.matching_files(logs) == 0:
-            raise ReportError(f"no request log at {logs}: no such file, or the glob matches none")
+            raise ReportError(missing_message(logs))
         with progress.stage(f"reading {logs} (one pass, cached)") as stage:
             log, read = _read(session_logs=t.read_logs(session, logs), window_s=window_s)
             stage.result = _read_result(read)
         if read["lines"] == 0:
-            raise ReportError(_empty_message(logs, read["malformed_lines"]))
+            raise ReportError(empty_message(logs, read["malformed_lines"]))
         span = Span(read["first_ts"], read["last_ts"], window_s)
         collected: dict[str, Rows] = {}
         for name, (what, build) in TABLES.items():
@@ -145,12 +148,6 @@ def _read_result(read: dict[str, Any]) -> str:
     return text
 
 
-def _empty_message(logs: str, malformed: int) -> str:
-    if malformed:
-        return f"no request-log record in {logs}, only {malformed:,} malformed line(s)"
-    return f"no request-log lines in {logs}: the log is empty"
-
-
 def _utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
@@ -165,17 +162,77 @@ def _table(frame: DataFrame, uri: str) -> Rows:
         frame.unpersist()
 
 
-def _by(rows: Rows, key: str) -> dict[str, dict[str, Any]]:
+def _latency(row: dict[str, Any], prefix: str = "latency") -> dict[str, Any]:
+    return {f"p{p}_ms": row[f"{prefix}_p{p}_ms"] for p in (50, 95, 99)}
+
+
+def _apis(rows: Rows) -> dict[str, dict[str, Any]]:
+    """Per API: count, latency percentiles, errors, and why it waits (None: it does not)."""
     return {
-        row[key]: {
+        row["api"]: {
             "count": row["requests"],
-            "p50_ms": row["latency_p50_ms"],
-            "p95_ms": row["latency_p95_ms"],
-            "p99_ms": row["latency_p99_ms"],
+            **_latency(row),
+            "errors": row["errors"],
+            "wait": PROTOCOL_WAITS.get(row["api"]),
+        }
+        for row in rows
+    }
+
+
+def _brokers(rows: Rows) -> dict[str, dict[str, Any]]:
+    """Per broker: every request counted, percentiles over its service requests only."""
+    return {
+        row["broker"]: {
+            "count": row["requests"],
+            "service_requests": row["service_requests"],
+            **_latency(row, "service_latency"),
             "errors": row["errors"],
         }
         for row in rows
     }
+
+
+def _fetch_answers(rows: Rows) -> dict[str, dict[str, Any]]:
+    """Per kind of fetch answer, in pipeline/waits.py's order: count, share, percentiles."""
+    fetches = sum(row["requests"] for row in rows)
+    by_kind = {row["answer"]: row for row in rows}
+    return {
+        kind: {
+            "requests": row["requests"],
+            "share": row["requests"] / fetches,
+            **_latency(row),
+            "held_p50_ms": row["held_p50_ms"],
+            "held_p99_ms": row["held_p99_ms"],
+        }
+        for kind in FETCH_ANSWERS
+        if (row := by_kind.get(kind)) is not None
+    }
+
+
+def _fairness(rows: Rows) -> dict[str, Any]:
+    """Jain's index over the windows it means something in, and the worst of them."""
+    scored = [row for row in rows if row["jain_index"] is not None]
+    summary: dict[str, Any] = {
+        "windows": len(scored),
+        "windows_skipped": len(rows) - len(scored),
+        "min_connections": t.FAIRNESS_MIN_CONNECTIONS,
+        "mean": None,
+        "min": None,
+        "worst": None,
+    }
+    if scored:
+        worst = min(scored, key=lambda row: (row["jain_index"], row["window_start"]))
+        summary["mean"] = sum(row["jain_index"] for row in scored) / len(scored)
+        summary["min"] = worst["jain_index"]
+        summary["worst"] = {
+            "window_start": worst["window_start"],
+            "window_utc": _utc(worst["window_start"]).replace(".000 UTC", " UTC"),
+            "connections": worst["connections"],
+            "top_conn": worst["top_conn"],
+            "top_client": worst["top_client"],
+            "top_share": worst["top_share"],
+        }
+    return summary
 
 
 def _summary(
@@ -187,7 +244,6 @@ def _summary(
         outcomes[row["outcome"]] = outcomes.get(row["outcome"], 0) + row["requests"]
     pressure = tables["memory_pressure"]
     muted = sum(row["muted_requests"] for row in pressure)
-    fairness = [row["jain_index"] for row in tables["fairness"]]
     return {
         "logs": logs,
         "lines": lines,
@@ -202,8 +258,9 @@ def _summary(
         "window_s": window_s,
         "elapsed_s": round(elapsed_s, 2),
         "percentile_accuracy": t.ACCURACY,
-        "apis": _by(tables["per_api"], "api"),
-        "brokers": _by(tables["per_broker"], "broker"),
+        "apis": _apis(tables["per_api"]),
+        "brokers": _brokers(tables["per_broker"]),
+        "fetch_answers": _fetch_answers(tables["fetch_answers"]),
         "outcomes": outcomes,
         "errors_by_code": [
             {"error_code": row["error_code"], "api": row["api"], "requests": row["requests"]}
@@ -212,10 +269,14 @@ def _summary(
         "muted_requests": muted,
         "muted_share": muted / lines,
         "muted_ms_total": sum(row["muted_ms"] for row in pressure),
-        "jain_index_min": min(fairness, default=1.0),
-        "jain_index_mean": sum(fairness) / len(fairness) if fairness else 1.0,
+        "fairness": _fairness(tables["fairness"]),
         "top_talkers": [
-            {"client": row["client"], "bytes": row["bytes"], "requests": row["requests"]}
+            {
+                "client": row["client"],
+                "connections": row["connections"],
+                "bytes": row["bytes"],
+                "requests": row["requests"],
+            }
             for row in tables["top_talkers"]
         ],
     }

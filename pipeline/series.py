@@ -77,19 +77,20 @@ def throughput(rows: Rows, window_s: int) -> Throughput:
 
 @dataclass(frozen=True)
 class Held:
-    """A held-time histogram: bucket edges (ms) and, per API, one count per bucket."""
+    """A held-time histogram: bucket edges (ms) and, per group, one count per bucket."""
 
     edges: list[int]
     counts: dict[str, list[int]]
 
 
-def held(rows: Rows, bucket_ms: int) -> Held:
-    """Per API, requests per held-time bucket from 0 to the largest, empty buckets as 0."""
+def held(rows: Rows, bucket_ms: int, key: str) -> Held:
+    """Per ``row[key]`` (an API, a kind of answer), requests per held-time bucket from 0 to
+    the largest, empty buckets as 0."""
     if not rows:
         return Held([], {})
     buckets = max(row["bucket_ms"] for row in rows) // bucket_ms + 1
     counts: dict[str, list[int]] = defaultdict(lambda: [0] * buckets)
     for row in rows:
-        counts[row["api"]][row["bucket_ms"] // bucket_ms] += row["requests"]
+        counts[row[key]][row["bucket_ms"] // bucket_ms] += row["requests"]
     edges = [i * bucket_ms for i in range(buckets + 1)]
     return Held(edges, dict(sorted(counts.items())))

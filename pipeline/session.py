@@ -3,6 +3,12 @@
 # is ever opened on a public interface, and a laptop without a resolvable hostname still works);
 # any other master URL (spark://, yarn, k8s://) is passed through untouched.
 #
+# No ``.crc`` files: Hadoop's file:// filesystem (LocalFileSystem) is a checksum layer over
+# RawLocalFileSystem that writes a hidden ``.NAME.crc`` beside every file it creates, which
+# only Hadoop reads, and which clutters a report folder an operator opens by hand. file:// is
+# mapped to RawLocalFileSystem itself (spark.hadoop.* reaches the driver's and every
+# executor's Hadoop configuration), so none is ever written; other filesystems are untouched.
+#
 # Quiet by default: the operator reads the report's own progress lines, so Spark's console
 # progress bar is off and the driver JVM's stdout/stderr (log4j warnings, JDK notices) go to a
 # log file instead of the terminal. pyspark's ``launch_gateway`` takes ``popen_kwargs`` for
@@ -27,6 +33,9 @@ from pipeline.errors import ReportError
 
 __all__ = ["Spark", "spark_session"]
 
+#: file:// without Hadoop's checksum layer: no ``.crc`` file beside each output (see above).
+_RAW_LOCAL_FS = "org.apache.hadoop.fs.RawLocalFileSystem"
+
 
 @dataclass(frozen=True)
 class Spark:
@@ -45,6 +54,7 @@ def _conf(master: str, shuffle_partitions: int, verbose: bool) -> SparkConf:
         .set("spark.ui.showConsoleProgress", "true" if verbose else "false")
         .set("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.hadoop.fs.file.impl", _RAW_LOCAL_FS)
     )
     if master.startswith("local"):
         # The JVM picks its own "local IP" before reading the driver settings (and warns when

@@ -25,13 +25,27 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pipeline.waits import (
+    AT_ONCE,
+    BOOTSTRAP,
+    EXPIRED,
+    FETCH,
+    FETCH_ERROR,
+    FORWARDED,
+    PROTOCOL_WAITS,
+    WOKEN,
+)
+
 __all__ = [
     "ACCURACY",
+    "FAIRNESS_MIN_CONNECTIONS",
     "HELD_BUCKET_MS",
     "LOG_SCHEMA",
     "MALFORMED",
     "errors_by_code",
     "fairness",
+    "fetch_answer",
+    "fetch_answers",
     "held_histogram",
     "memory_pressure",
     "per_api",
@@ -52,6 +66,8 @@ ACCURACY = 1_000
 PERCENTILES = (0.5, 0.95, 0.99)
 #: Width of the held-time histogram's buckets.
 HELD_BUCKET_MS = 50
+#: Fewest connections in a window for Jain's index to mean anything.
+FAIRNESS_MIN_CONNECTIONS = 2
 NO_CLIENT = "(none)"
 
 LOG_SCHEMA = StructType(
@@ -77,8 +93,8 @@ CORRUPT = "_corrupt_record"
 #: The prepared log's flag for lines no table uses (unparseable, or without ``ts`` or ``api``).
 MALFORMED = "malformed"
 _READ_SCHEMA = StructType([*LOG_SCHEMA.fields, StructField(CORRUPT, StringType())])
-#: What the tables use; ``api_version``, ``conn`` and the raw line are not kept in the cache.
-_KEPT = ("ts", "api", "broker", "latency_ms", "upstream_ms", "held_ms", "muted_ms",
+#: What the tables use; ``api_version`` and the raw line are not kept in the cache.
+_KEPT = ("ts", "api", "conn", "broker", "latency_ms", "upstream_ms", "held_ms", "muted_ms",
          "request_bytes", "response_bytes", "outcome", "error_code")  # fmt: skip
 
 
@@ -87,12 +103,15 @@ def _percentiles(column: str, prefix: str) -> list[Column]:
     return [sketch[i].alias(f"{prefix}_p{round(p * 100)}_ms") for i, p in enumerate(PERCENTILES)]
 
 
-def _request_stats() -> list[Column]:
+def _request_stats(latency: str = "latency_ms", upstream: str = "upstream_ms") -> list[Column]:
+    """Count, percentiles of the columns ``latency`` and ``upstream`` (named after them), bytes
+    and errors of a group of requests."""
+    latency_prefix = latency.removesuffix("_ms")
     return [
         F.count(F.lit(1)).alias("requests"),
-        *_percentiles("latency_ms", "latency"),
-        F.max("latency_ms").alias("latency_max_ms"),
-        *_percentiles("upstream_ms", "upstream"),
+        *_percentiles(latency, latency_prefix),
+        F.max(latency).alias(f"{latency_prefix}_max_ms"),
+        *_percentiles(upstream, upstream.removesuffix("_ms")),
         F.sum("request_bytes").alias("request_bytes"),
         F.sum("response_bytes").alias("response_bytes"),
         F.sum(F.when(F.col("outcome") == "error", 1).otherwise(0)).alias("errors"),
@@ -135,8 +154,21 @@ def per_api(log: DataFrame) -> DataFrame:
 
 
 def per_broker(log: DataFrame) -> DataFrame:
-    """Per ``broker`` field (upstream node id, ``bootstrap``, ``local``): as :func:`per_api`."""
-    return log.groupBy("broker").agg(*_request_stats()).orderBy("broker")
+    """Per ``broker`` field (upstream node id, ``bootstrap``, ``local``): as :func:`per_api`,
+    but latency and upstream percentiles over ``service_requests`` only, the requests whose
+    API does not wait by protocol (pipeline/waits.py): a broker's p99 is then not the
+    consumers' max_wait_ms."""
+    service = ~F.col("api").isin(list(PROTOCOL_WAITS))
+    return (
+        log.withColumn("service_latency_ms", F.when(service, F.col("latency_ms")))
+        .withColumn("service_upstream_ms", F.when(service, F.col("upstream_ms")))
+        .groupBy("broker")
+        .agg(
+            *_request_stats("service_latency_ms", "service_upstream_ms"),
+            F.sum(F.when(service, 1).otherwise(0)).alias("service_requests"),
+        )
+        .orderBy("broker")
+    )
 
 
 def errors_by_code(log: DataFrame) -> DataFrame:
@@ -186,11 +218,8 @@ def _rate(column: str) -> Column:
 
 
 def purgatory_outcomes(log: DataFrame) -> DataFrame:
-    """Per API and outcome: requests, how many were held, held-time percentiles.
-
-    ``completed`` vs ``expired``: held requests whose outcome is ``ok`` completed; ``expired``
-    ones hit their deadline (the purgatory, issue 6, produces them).
-    """
+    """Per API and outcome (proxy/outcomes.py): requests, how many were held, held-time
+    percentiles."""
     held = F.col("held_ms") > 0
     return (
         log.groupBy("api", "outcome")
@@ -204,14 +233,46 @@ def purgatory_outcomes(log: DataFrame) -> DataFrame:
     )
 
 
+def fetch_answer() -> Column:
+    """How a Fetch was answered (pipeline/waits.py's kinds), from its outcome and held time."""
+    outcome = F.col("outcome")
+    return (
+        F.when(outcome == "error", F.lit(FETCH_ERROR))
+        .when(outcome == "expired", F.lit(EXPIRED))
+        .when(F.col("held_ms") > 0, F.lit(WOKEN))
+        .when(F.col("broker") == BOOTSTRAP, F.lit(FORWARDED))
+        .otherwise(F.lit(AT_ONCE))
+    )
+
+
+def fetch_answers(log: DataFrame) -> DataFrame:
+    """Per kind of Fetch answer (at once, woken by data, expired, forwarded, error): requests,
+    latency and held-time percentiles, so the purgatory's work is seen beside what it did not
+    hold."""
+    return (
+        log.where(F.col("api") == FETCH)
+        .withColumn("answer", fetch_answer())
+        .groupBy("answer")
+        .agg(
+            F.count(F.lit(1)).alias("requests"),
+            *_percentiles("latency_ms", "latency"),
+            *_percentiles("held_ms", "held"),
+            F.max("held_ms").alias("held_max_ms"),
+        )
+        .orderBy("answer")
+    )
+
+
 def held_histogram(log: DataFrame, bucket_ms: int = HELD_BUCKET_MS) -> DataFrame:
-    """Held requests by held time, in ``bucket_ms`` buckets (empty if none was held)."""
+    """Held requests by API, kind of answer and held time in ``bucket_ms`` buckets (empty if
+    none was held)."""
     return (
         log.where(F.col("held_ms") > 0)
+        .withColumn("answer", fetch_answer())
         .withColumn("bucket_ms", (F.floor(F.col("held_ms") / bucket_ms) * bucket_ms).cast("long"))
-        .groupBy("api", "bucket_ms")
+        .groupBy("api", "answer", "bucket_ms")
         .agg(F.count(F.lit(1)).alias("requests"))
-        .orderBy("api", "bucket_ms")
+        .orderBy("api", "answer", "bucket_ms")
     )
 
 
@@ -231,39 +292,59 @@ def memory_pressure(log: DataFrame, window_s: int) -> DataFrame:
 
 
 def fairness(log: DataFrame, window_s: int) -> DataFrame:
-    """Per window: Jain's fairness index over the bytes (in + out) of each client.
+    """Per window: Jain's fairness index over the bytes (in + out) of each client connection,
+    and the connection that moved the most (of equals, the lowest id).
 
-    J = (sum x)^2 / (n * sum x^2): 1 when every client moved the same bytes, 1/n when one
-    client moved everything. Clients that sent nothing in a window are not in it.
+    J = (sum x)^2 / (n * sum x^2): 1 when every connection moved the same bytes, 1/n when one
+    moved everything. A connection is in a window when a request of it arrived there. With
+    fewer than ``FAIRNESS_MIN_CONNECTIONS`` connections J says nothing (one is always "fair"):
+    ``jain_index`` is null. Connections are told apart by ``conn`` (per proxy process), and
+    named by the client id of their last request in the window.
     """
-    per_client_bytes = log.groupBy("window_start", "client").agg(
-        F.sum(F.col("request_bytes") + F.col("response_bytes")).cast(DoubleType()).alias("bytes")
+    per_connection = log.groupBy("window_start", "conn").agg(
+        F.sum(F.col("request_bytes") + F.col("response_bytes")).cast(DoubleType()).alias("bytes"),
+        F.max_by("client", "ts").alias("client"),
     )
+    connections, moved = F.col("connections"), F.col("bytes")
     return (
-        per_client_bytes.groupBy("window_start")
+        per_connection.groupBy("window_start")
         .agg(
-            F.count(F.lit(1)).alias("clients"),
+            F.count(F.lit(1)).alias("connections"),
             F.sum("bytes").alias("bytes"),
             F.sum(F.col("bytes") * F.col("bytes")).alias("bytes_squared"),
+            # The top connection; of equals, the lowest id (a tie must not pick at random).
+            F.max_by(
+                F.struct("conn", "client", "bytes"), F.struct(F.col("bytes"), -F.col("conn"))
+            ).alias("top"),
         )
         .withColumn(
             "jain_index",
             F.when(
-                F.col("bytes_squared") > 0,
-                F.col("bytes") * F.col("bytes") / (F.col("clients") * F.col("bytes_squared")),
-            ).otherwise(F.lit(1.0)),
+                (connections >= FAIRNESS_MIN_CONNECTIONS) & (F.col("bytes_squared") > 0),
+                moved * moved / (connections * F.col("bytes_squared")),
+            ),
         )
-        .drop("bytes_squared")
+        .select(
+            "window_start",
+            "connections",
+            "bytes",
+            "jain_index",
+            F.col("top.conn").alias("top_conn"),
+            F.col("top.client").alias("top_client"),
+            (F.col("top.bytes") / moved).alias("top_share"),
+        )
         .orderBy("window_start")
     )
 
 
 def top_talkers(log: DataFrame, limit: int = 10) -> DataFrame:
-    """The ``limit`` clients that moved the most bytes, with their request counts."""
+    """The ``limit`` clients that moved the most bytes, with their request and connection
+    counts (one client id is often many connections: every librdkafka client is "rdkafka")."""
     return (
         log.groupBy("client")
         .agg(
             F.count(F.lit(1)).alias("requests"),
+            F.count_distinct("conn").alias("connections"),
             F.sum("request_bytes").alias("request_bytes"),
             F.sum("response_bytes").alias("response_bytes"),
         )

@@ -27,6 +27,8 @@ from typing import IO, NamedTuple
 
 import trio
 
+from proxy.outcomes import Outcome
+
 __all__ = ["RequestLog", "RequestRecord"]
 
 log = logging.getLogger("purgatory_proxy.request_log")
@@ -52,7 +54,7 @@ class RequestRecord(NamedTuple):
     muted_ms: float
     request_bytes: int
     response_bytes: int
-    outcome: str
+    outcome: Outcome
     error_code: int | None
 
     def to_json(self) -> str:

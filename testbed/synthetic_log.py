@@ -14,6 +14,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
+from proxy.outcomes import Outcome
 from proxy.request_log import RequestRecord
 
 __all__ = ["BROKERS", "START_TS", "synthetic_records", "write_log"]
@@ -58,7 +59,8 @@ def synthetic_records(
         broker = "local" if api == "ApiVersions" and rng.random() < 0.1 else rng.choice(BROKERS[:4])
         upstream_ms = 0.0 if broker == "local" else rng.lognormvariate(0.0, 0.8)
         held_ms = muted_ms = 0.0
-        outcome, error_code = "ok", None
+        outcome: Outcome = "ok"
+        error_code: int | None = None
         if api == "Fetch":
             error_code = 0
             if rng.random() < 0.7:

@@ -105,6 +105,7 @@ from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter, Wr
 from proxy.held.delayed import DelayedProduce
 from proxy.held.service import FetchTicket
 from proxy.memory import Lease, Turn
+from proxy.outcomes import Outcome
 from proxy.rewrite import (
     LocalAnswer,
     RequestPlan,
@@ -688,7 +689,7 @@ class ClientConnection:
         error_code: int | None,
         response_bytes: int,
         upstream_done_s: float,
-        outcome: str,
+        outcome: Outcome,
         held_ms: float = 0.0,
     ) -> None:
         """Hand one finished request's record to the observer (never blocks).

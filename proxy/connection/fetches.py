@@ -66,6 +66,7 @@ from proxy.held.fetch_session import ContextKind, FetchContext
 from proxy.held.service import FetchTicket, HeldRequests
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
+from proxy.outcomes import Outcome
 from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode, encode_parts
@@ -96,7 +97,7 @@ class FetchAnswer(NamedTuple):
     frame_bytes: int
     error_code: int | None
     upstream_done_s: float  # the reads' end, not the wait in the purgatory
-    outcome: str
+    outcome: Outcome
     held_ms: float
 
 
@@ -329,7 +330,7 @@ class ClientFetches:
         if response.node_endpoints:
             advertise_node_endpoints(response, self._brokers)
         error_code = response.error_code or None
-        outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
+        outcome: Outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
         if _is_empty(response):
             frame = self._empty_answer(response.session_id, version, correlation_id)
             return FetchAnswer([frame], len(frame), None, upstream_done_s, outcome, ticket.held_ms)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from proxy.connection.state import Local, Slot, Unanswered
+from proxy.outcomes import Outcome
 from proxy.request_log import RequestRecord
 from wire.apis import API_BY_KEY
 
@@ -20,7 +21,7 @@ def request_record(
     error_code: int | None,
     response_bytes: int,
     upstream_done_s: float,
-    outcome: str,
+    outcome: Outcome,
     held_ms: float,
     now_s: float,
 ) -> RequestRecord:

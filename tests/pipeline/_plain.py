@@ -13,7 +13,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Log", "jain_indexes", "percentile_bounds", "read_log"]
+__all__ = [
+    "Log",
+    "connection_bytes",
+    "fetch_answer",
+    "jain_indexes",
+    "percentile_bounds",
+    "read_log",
+]
 
 
 class Log:
@@ -59,19 +66,41 @@ def read_log(paths: list[Path]) -> Log:
     return Log(records, malformed)
 
 
-def jain_indexes(records: list[dict[str, Any]], window_s: int, no_client: str) -> list[float]:
-    """Jain's index over per-client bytes, one per window that has requests."""
-    windows: dict[int, dict[str, float]] = collections.defaultdict(collections.Counter)
+def connection_bytes(records: list[dict[str, Any]], window_s: int) -> dict[int, dict[int, int]]:
+    """Per window start, the bytes (request + response) each connection moved in it."""
+    windows: dict[int, dict[int, int]] = collections.defaultdict(collections.Counter)
     for record in records:
         window = math.floor(record["ts"] / window_s) * window_s
-        moved = record["request_bytes"] + record["response_bytes"]
-        windows[window][record["client_id"] or no_client] += moved
-    indexes = []
-    for per_client in windows.values():
-        values = list(per_client.values())
-        squares = sum(v * v for v in values)
-        indexes.append(sum(values) ** 2 / (len(values) * squares) if squares else 1.0)
+        windows[window][record["conn"]] += record["request_bytes"] + record["response_bytes"]
+    return dict(windows)
+
+
+def jain_indexes(
+    records: list[dict[str, Any]], window_s: int, least_connections: int
+) -> dict[int, float | None]:
+    """Jain's index over per-connection bytes per window start; None for a window with fewer
+    than ``least_connections`` connections."""
+    indexes: dict[int, float | None] = {}
+    for window, per_connection in connection_bytes(records, window_s).items():
+        values = list(per_connection.values())
+        if len(values) < least_connections:
+            indexes[window] = None
+            continue
+        indexes[window] = sum(values) ** 2 / (len(values) * sum(v * v for v in values))
     return indexes
+
+
+def fetch_answer(record: dict[str, Any]) -> str:
+    """How a Fetch was answered, by the rule docs/request-log.md gives, in the report's words."""
+    if record["outcome"] == "error":
+        return "error"
+    if record["outcome"] == "expired":
+        return "held to the deadline (expired)"
+    if record["held_ms"] > 0:
+        return "held, woken by data"
+    if record["broker"] == "bootstrap":
+        return "forwarded (bootstrap port)"
+    return "answered at once"
 
 
 def percentile_bounds(values: list[float], p: float, accuracy: int) -> tuple[float, float]:

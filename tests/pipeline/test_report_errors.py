@@ -1,6 +1,8 @@
 """``purgatory-proxy report`` on logs it cannot use: one line on stderr, exit 2, no traceback.
 
-Each case runs the real command line (a Spark driver on ``local[1]``), as an operator would.
+Each case runs the real command line (``--master local[1]``), as an operator would; a missing
+or empty log is found before Spark starts (tests/pipeline/test_report_files.py), a log of torn
+lines only inside the Spark session.
 Stderr may hold the report's numbered progress lines before the failure; apart from those it
 must be exactly the one error line, and stdout must not claim a report was written.
 """

@@ -54,7 +54,7 @@ def test_held_histogram_has_every_bucket_up_to_the_largest() -> None:
         {"api": "Fetch", "bucket_ms": 150, "requests": 1},
         {"api": "Produce", "bucket_ms": 50, "requests": 2},
     ]
-    histogram = series.held(rows, 50)
+    histogram = series.held(rows, 50, key="api")
     assert histogram.edges == [0, 50, 100, 150, 200]
     assert histogram.counts == {"Fetch": [4, 0, 0, 1], "Produce": [0, 2, 0, 0]}
-    assert series.held([], 50) == series.Held([], {})
+    assert series.held([], 50, key="api") == series.Held([], {})
