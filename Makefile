@@ -37,6 +37,7 @@ run-kafka: kafka
 test: $(FULL_STAMP)
 	bash scripts/install-system-deps.sh
 	$(BIN)/python -m testbed.kafka_install
+	bash examples/java/classpath.sh >/dev/null
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(FULL_STAMP)

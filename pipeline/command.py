@@ -56,15 +56,15 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the report; returns the process exit code."""
-    problem = unusable_local_logs(args.logs)
-    if problem is not None:
-        print(f"purgatory-proxy report: {problem}", file=sys.stderr)
-        return USER_ERROR
     try:
         from pipeline.errors import ReportError
         from pipeline.report import run_report
     except ImportError:
         print(f"purgatory-proxy: {INSTALL_HINT}", file=sys.stderr)
+        return USER_ERROR
+    problem = unusable_local_logs(args.logs)
+    if problem is not None:
+        print(f"purgatory-proxy report: {problem}", file=sys.stderr)
         return USER_ERROR
     try:
         summary = run_report(

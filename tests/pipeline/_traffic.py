@@ -9,9 +9,10 @@ Traffic (one run for the whole session, about 15 s), all behind a 300 KiB memory
 - a kafka-python consumer without a group and a raw client long-polling an empty topic, the
   consumer on a broker port (its fetches held in the proxy's purgatory, expired), the raw
   client on the bootstrap port (its fetches forwarded, the broker waiting);
-- two raw clients each start a 180 KB Produce frame and hold it half sent, so the pool is
-  over-allocated and every other connection is muted until both frames complete: the log
-  must show muted requests, and does so deterministically (no timing);
+- two raw clients each send all but the last byte of a 180 KB Produce frame and hold it, so
+  the pool is over-allocated (a frame's lease grows as its bytes arrive: the second one takes
+  the overdraft) and every other connection is muted until both frames complete: the log must
+  show muted requests, and does so deterministically (no timing);
 - then, alone, a raw client's fetch held until a produce wakes it (held, woken by data),
   seen held in the proxy's gauge before the produce is sent;
 - last, one request on a fresh connection in a window of its own: a window with one
@@ -192,7 +193,8 @@ def _drive_traffic(bootstrap: str, host: str, port: int, metrics_port: int) -> N
     seeder.flush(timeout=_GUARD_S)
     seeder.close()
 
-    # Two half-sent frames over-allocate the pool: everyone else is muted until they finish.
+    # Two frames sent but for their last byte over-allocate the pool (leases grow as bytes
+    # arrive, so half-sent frames would hold only half): everyone else is muted until they end.
     holders = []
     for n in range(2):
         produce = ProduceRequest[3](
@@ -201,7 +203,7 @@ def _drive_traffic(bootstrap: str, host: str, port: int, metrics_port: int) -> N
         )  # fmt: skip
         frame = _frame(produce, n, f"holder-{n}")
         sock = socket.create_connection((host, port), timeout=_GUARD_S)
-        sock.sendall(frame[: len(frame) // 2])
+        sock.sendall(frame[:-1])
         holders.append((sock, frame))
 
     def produce(name: str) -> None:
@@ -240,7 +242,7 @@ def _drive_traffic(bootstrap: str, host: str, port: int, metrics_port: int) -> N
         thread.start()
     _wait_for_gauge(metrics_port, "purgatory_proxy_memory_pool_muted_connections", 2)
     for sock, frame in holders:
-        sock.sendall(frame[len(frame) // 2 :])
+        sock.sendall(frame[-1:])
         _read_frame(sock)
         sock.close()
     for thread in threads:
