@@ -45,7 +45,7 @@ from typing import Protocol
 import trio
 
 from proxy.config import Config
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import UpstreamFailed, UpstreamUnavailable
 from proxy.held.delayed import DelayedFetch, DelayedProduce
 from proxy.held.fetch_answer import (
     FetchResults,
@@ -150,6 +150,14 @@ class FetchTicket:
         lease = self.lease
         if isinstance(lease, Lease) and not lease.released:
             lease.shrink_to(max(1, min(size_bytes, lease.size_bytes)))
+
+
+def _broker_gone(error: UpstreamUnavailable) -> UpstreamFailed:
+    """A read for a client's fetch failed: the broker died, restarts or dropped the proxy.
+    The client's connection ends, as its connection to that broker would have: that is what
+    makes a client ask for metadata again and find a partition's new leader. (Answered
+    "nothing new" instead, a consumer stayed on a killed leader for good.)"""
+    return UpstreamFailed(f"upstream unreachable ({error})")
 
 
 @dataclass(slots=True, eq=False)
@@ -406,7 +414,8 @@ class HeldRequests:
         it (``ticket.release()``) once the response is written.
 
         Raises:
-            ConnectionClosed: from ``reads``, when the client's own connection fails.
+            ConnectionClosed: from ``reads``, when the client's own connection fails;
+                UpstreamFailed when the broker cannot be read (see ``_broker_gone``).
         """
         context = ticket.context
         if context.kind is ContextKind.ERROR:
@@ -422,9 +431,7 @@ class HeldRequests:
                     ticket, self._immediate_max_wait_ms, reads, first=True
                 )
             except UpstreamUnavailable as error:
-                # Hold it like a fetch with nothing new: the client's next fetch tries again
-                # after max_wait, not at once in a loop while the broker is away.
-                log.debug("first look for broker %d failed: %s", ticket.node_id, error)
+                raise _broker_gone(error) from None
         if results.error_code:  # the broker refused the whole fetch: pass it on
             return error_response(results.error_code)
         now_ms = current_time_ms()
@@ -449,9 +456,7 @@ class HeldRequests:
                     ticket.expired = True
                     break
             except UpstreamUnavailable as error:
-                # Answer with what the proxy has; the client's next fetch tries again.
-                log.debug("re-fetch for broker %d failed: %s", ticket.node_id, error)
-                break
+                raise _broker_gone(error) from None
             now_ms = current_time_ms()
         # Passthrough: the cluster's answer on this connection as it is, or (nothing asked)
         # what this connection has itself read; never a partition filled in from others.

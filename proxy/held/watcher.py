@@ -104,8 +104,8 @@ class UpstreamWatcher:
             try:
                 response = await self._channel.request(request, WATCH_VERSION)
             except UpstreamUnavailable as error:
-                self._states.uncover(keys)
                 log.debug("watcher for broker %d: %s", self.node_id, error)
+                self._lost(keys)
                 await trio.sleep(_RETRY_S)
                 continue
             assert isinstance(response, FetchResponse)
@@ -119,6 +119,17 @@ class UpstreamWatcher:
                 await trio.sleep(_RETRY_S)
             elif not changed and current_time_ms() - sent_ms < self._max_wait_ms * _EARLY_FRACTION:
                 await trio.sleep(_PAUSE_S)
+
+    def _lost(self, keys: list[PartitionKey]) -> None:
+        """The poll over ``keys`` failed: the broker died or dropped the connection. What
+        the proxy knows of them is no longer current, and the fetches waiting on them are
+        woken to read the broker themselves: a dead broker then closes their clients'
+        connections at once (service.py), as the broker's own connections closed."""
+        states, purgatory = self._states, self._purgatory
+        states.uncover(keys)
+        for key in keys:
+            states.invalidate(key)
+            purgatory.check_and_complete(key)
 
     def _next_poll(self, now_ms: int) -> tuple[FetchRequest | None, list[PartitionKey]]:
         """The poll to send now, over every partition still wanted whose end is known."""

@@ -26,6 +26,8 @@
 #     unknown partition is UNKNOWN_TOPIC_OR_PARTITION; `offset_errors` answers a partition with
 #     an error code instead. `break_on` closes the connection instead of answering the next
 #     requests of an API (a broker that goes away: the proxy's channel fails them).
+#   - `go_down()`: the process dies (kill -9): every connection ends at once, and connects are
+#     refused until `down` is set False again.
 #
 # Time is trio's, so under MockClock/autojump every delay is exact virtual time. Connections
 # come from ScriptedDialer (the proxy's Dialer protocol): one trio memory stream pair per
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 import trio
 import trio.testing
 
+from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
 from testbed.sasl_front import TOPIC_AUTHORIZATION_FAILED, fetch_denied
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
@@ -156,6 +159,9 @@ class ScriptedBroker:
         #: Connections being served now (the proxy's upstream sockets that are open).
         self.open_connections = 0
         self._appended = trio.lowlevel.ParkingLot()
+        #: Refuses connections (see ``go_down``).
+        self.down = False
+        self._connections: set[trio.CancelScope] = set()
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         for index in range(partitions):
@@ -174,13 +180,22 @@ class ScriptedBroker:
         """When each ListOffsets request was received (virtual time)."""
         return [at for api_key, at in self.requests if api_key == ApiKey.LIST_OFFSETS]
 
+    def go_down(self) -> None:
+        """Die like a killed broker: every connection ends now, new ones are refused."""
+        self.down = True
+        for connection in self._connections:
+            connection.cancel()
+
     async def serve(self, stream: trio.abc.Stream) -> None:
-        """Answer one connection's requests in order until it closes."""
+        """Answer one connection's requests in order until it closes or the broker dies."""
         self.open_connections += 1
-        try:
-            await self._serve(stream)
-        finally:
-            self.open_connections -= 1
+        with trio.CancelScope() as alive:
+            self._connections.add(alive)
+            try:
+                await self._serve(stream)
+            finally:
+                self._connections.discard(alive)
+                self.open_connections -= 1
 
     async def _serve(self, stream: trio.abc.Stream) -> None:
         decoder = FrameDecoder()
@@ -432,6 +447,8 @@ class ScriptedDialer:
 
     async def connect(self, address: Address) -> trio.abc.Stream:
         await trio.lowlevel.checkpoint()
+        if self._broker.down:
+            raise UpstreamUnavailable(f"{address}: connection refused")
         self.connects[address] = self.connects.get(address, 0) + 1
         proxy_end, broker_end = trio.testing.memory_stream_pair()
         self._nursery.start_soon(self._broker.serve, broker_end)
