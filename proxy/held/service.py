@@ -227,6 +227,7 @@ class HeldRequests:
         self._offset_watch_interval_ms = config.fetch.offset_watch_interval_ms
         self._passthrough = config.proxy.client_auth == "passthrough"
         self._immediate_max_wait_ms = config.fetch.immediate_max_wait_ms
+        self._answer_grace_s = config.connections.upstream_answer_grace_ms / 1000
         purgatory = config.purgatory
         self.fetches = Purgatory(
             tick_ms=purgatory.tick_ms,
@@ -557,7 +558,15 @@ class HeldRequests:
             response = await reads.fetch(request, ticket.version)
         else:
             channel = self._refetch_channel(ticket.node_id)
-            answer = await channel.request(request, ticket.version)
+            # Kafka answers min_bytes 0 within max_wait_ms (at once): silent well past that,
+            # it hangs, and the client must look for the partition's leader again.
+            with trio.move_on_after(max_wait_ms / 1000 + self._answer_grace_s) as waited:
+                answer = await channel.request(request, ticket.version)
+            if waited.cancelled_caught:
+                raise UpstreamUnavailable(
+                    f"{channel.address}: no answer to a fetch past its max wait by "
+                    f"{self._answer_grace_s:g} s: taken as hung"
+                )
             assert isinstance(answer, FetchResponse)
             response = answer
         (self._immediate if first else self._refetches).inc()

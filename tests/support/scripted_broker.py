@@ -27,7 +27,8 @@
 #     an error code instead. `break_on` closes the connection instead of answering the next
 #     requests of an API (a broker that goes away: the proxy's channel fails them).
 #   - `go_down()`: the process dies (kill -9): every connection ends at once, and connects are
-#     refused until `down` is set False again.
+#     refused until `down` is set False again. `freeze()`: it hangs (SIGSTOP): connections stay
+#     open and are accepted, but no request is answered until `thaw()`.
 #
 # Time is trio's, so under MockClock/autojump every delay is exact virtual time. Connections
 # come from ScriptedDialer (the proxy's Dialer protocol): one trio memory stream pair per
@@ -162,6 +163,7 @@ class ScriptedBroker:
         #: Refuses connections (see ``go_down``).
         self.down = False
         self._connections: set[trio.CancelScope] = set()
+        self._thawed: trio.Event | None = None  # set while frozen
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         for index in range(partitions):
@@ -185,6 +187,16 @@ class ScriptedBroker:
         self.down = True
         for connection in self._connections:
             connection.cancel()
+
+    def freeze(self) -> None:
+        """Hang like a stopped process: requests are read, none is answered until thawed."""
+        if self._thawed is None:
+            self._thawed = trio.Event()
+
+    def thaw(self) -> None:
+        thawed, self._thawed = self._thawed, None
+        if thawed is not None:
+            thawed.set()
 
     async def serve(self, stream: trio.abc.Stream) -> None:
         """Answer one connection's requests in order until it closes or the broker dies."""
@@ -213,6 +225,8 @@ class ScriptedBroker:
                     return  # CLOSED
                 if self._breaks(body):
                     return
+                while self._thawed is not None:
+                    await self._thawed.wait()
                 try:
                     answer = await self._answer(body, session)
                 except _CloseAfter as close:

@@ -19,6 +19,7 @@ import trio.testing
 
 from tests.support.inprocess import proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
+from wire.messages.api_versions_request import ApiVersionsRequest
 
 MAX_WAIT_MS = 5000
 
@@ -72,3 +73,22 @@ async def test_a_client_that_comes_back_is_served_once_the_broker_is_back(
         await consumer.send(fetch(max_wait_ms=MAX_WAIT_MS), 12)
         _, response, _ = await consumer.receive()
         assert bytes(response.responses[0].partitions[0].records) == b"kept"
+
+
+async def test_a_dead_broker_is_not_shown_alive_to_reconnecting_clients(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The proxy answers a broker port's ApiVersions from the last one it forwarded
+    (proxy/connection/api_versions.py). Once it found the broker dead that answer would tell a
+    reconnecting client the broker is up, and the client would not look for the new leader."""
+    broker = broker_with_topic()
+    async with proxy_in_process(broker) as proxy:
+        first = await proxy.client()
+        await first.send(ApiVersionsRequest(), 3)
+        await first.receive()  # forwarded, and kept for the port's next clients
+        broker.go_down()
+        await first.send(fetch(max_wait_ms=MAX_WAIT_MS), 12)
+        assert await first.closed()
+        again = await proxy.client()
+        await again.send(ApiVersionsRequest(), 3)
+        assert await again.closed(), "a dead broker's port answered ApiVersions from memory"
