@@ -385,7 +385,8 @@ class HeldRequests:
         keys = operation.keys
         if self.fetches.try_complete_else_watch(operation, keys, now_ms):
             return None
-        self._watcher(node_id).want(keys, deadline_ms)
+        epochs = [cached.current_leader_epoch for cached in context.partitions.values()]
+        self._watcher(node_id).want(keys, deadline_ms, epochs)  # (keys are in that order)
         return operation
 
     def immediate_request(

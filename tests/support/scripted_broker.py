@@ -26,6 +26,10 @@
 #     unknown partition is UNKNOWN_TOPIC_OR_PARTITION; `offset_errors` answers a partition with
 #     an error code instead. `break_on` closes the connection instead of answering the next
 #     requests of an API (a broker that goes away: the proxy's channel fails them).
+#   - Leader epochs (`new_leader_epoch`: the partition's leadership moved): a Fetch naming an
+#     older current_leader_epoch is answered FENCED_LEADER_EPOCH for that partition, with the
+#     current leader, at once or as soon as the epoch moves while it waits (Kafka's
+#     DelayedFetch); -1 (unknown) is never fenced.
 #   - `go_down()`: the process dies (kill -9): every connection ends at once, and connects are
 #     refused until `down` is set False again. `freeze()`: it hangs (SIGSTOP): connections stay
 #     open and are accepted, but no request is answered until `thaw()`.
@@ -64,7 +68,7 @@ from wire.messages import (
     SaslHandshakeResponse,
 )
 from wire.messages.api_versions_response import ApiVersion
-from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
+from wire.messages.fetch_response import FetchableTopicResponse, LeaderIdAndEpoch, PartitionData
 from wire.messages.list_offsets_request import ListOffsetsRequest
 from wire.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -80,6 +84,7 @@ from wire.messages.produce_response import PartitionProduceResponse, TopicProduc
 
 __all__ = [
     "BROKER",
+    "FENCED_LEADER_EPOCH",
     "NODE_ID",
     "TOPIC_AUTHORIZATION_FAILED",
     "UNKNOWN_TOPIC_OR_PARTITION",
@@ -92,6 +97,7 @@ NODE_ID = 1
 #: Where the scripted broker says it is (only ever dialled through ScriptedDialer).
 BROKER = Address("broker-1", 9092)
 UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
 
 
 SASL_AUTHENTICATION_FAILED = 58
@@ -164,6 +170,8 @@ class ScriptedBroker:
         self.down = False
         self._connections: set[trio.CancelScope] = set()
         self._thawed: trio.Event | None = None  # set while frozen
+        #: Leader epoch per partition (0 until `new_leader_epoch`).
+        self.leader_epochs: dict[tuple[str, int], int] = {}
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         for index in range(partitions):
@@ -172,6 +180,12 @@ class ScriptedBroker:
     def append(self, topic: str, partition: int, records: bytes) -> None:
         """Write records behind the proxy's back (another client of the cluster)."""
         self.logs[(topic, partition)].append(records)
+        self._appended.unpark_all()
+
+    def new_leader_epoch(self, topic: str, partition: int) -> None:
+        """The partition's leadership moved: fetches naming the old epoch are fenced."""
+        key = (topic, partition)
+        self.leader_epochs[key] = self.leader_epochs.get(key, 0) + 1
         self._appended.unpark_all()
 
     def fetches(self) -> int:
@@ -396,7 +410,7 @@ class ScriptedBroker:
             with trio.move_on_after(request.max_wait_ms / 1000) as waited:
                 if not self.long_poll:
                     await trio.sleep_forever()
-                while self._fetchable(request) < request.min_bytes:
+                while self._fetchable(request) < request.min_bytes and not self._fenced(request):
                     await self._appended.park()
             if waited.cancelled_caught and self.late_fetch_s:
                 await trio.sleep(self.late_fetch_s)
@@ -404,6 +418,12 @@ class ScriptedBroker:
         for topic in request.topics:
             partitions = []
             for wanted in topic.partitions:
+                epoch = self.leader_epochs.get((topic.topic, wanted.partition), 0)
+                if 0 <= wanted.current_leader_epoch < epoch:
+                    leader = LeaderIdAndEpoch(leader_id=NODE_ID, leader_epoch=epoch)
+                    partitions.append(PartitionData(partition_index=wanted.partition,
+                        error_code=FENCED_LEADER_EPOCH, current_leader=leader))  # fmt: skip
+                    continue
                 log = self.logs.get((topic.topic, wanted.partition), [])
                 blobs = log[wanted.fetch_offset :][: self.max_blobs_per_fetch]
                 partitions.append(
@@ -439,6 +459,13 @@ class ScriptedBroker:
                 partitions.append(answer)
             topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         return ListOffsetsResponse(topics=topics)
+
+    def _fenced(self, request: FetchRequest) -> bool:
+        return any(
+            0 <= p.current_leader_epoch < self.leader_epochs.get((t.topic, p.partition), 0)
+            for t in request.topics
+            for p in t.partitions
+        )
 
     def _fetchable(self, request: FetchRequest) -> int:
         return sum(
