@@ -132,6 +132,22 @@ _HANG_CLIENTS = {
 }
 
 
+def _hang_clients(bootstrap: str, topic: str, group: str) -> tuple[PacedProducer, GroupConsumer]:
+    """The hang scenarios' producer (~100 records/s until stopped) and group consumer."""
+    producer = PacedProducer(
+        bootstrap, topic, 1_000_000, HANG_INTERVAL_S,
+        config={
+            **_HANG_CLIENTS,
+            "request.timeout.ms": HANG_REQUEST_TIMEOUT_MS,
+            "message.timeout.ms": HANG_MESSAGE_TIMEOUT_MS,
+        },
+    )  # fmt: skip
+    consumer = GroupConsumer(
+        bootstrap, topic, group, config={**_HANG_CLIENTS, "fetch.wait.max.ms": HANG_FETCH_WAIT_MS}
+    )
+    return producer, consumer
+
+
 # --- scenario 1 --------------------------------------------------------------------------
 
 
@@ -290,18 +306,7 @@ def _broker_hang(tmp_path: Path, section: str, test: str, hang_s: float) -> None
         create_topic(proxy.bootstrap, name=topic)
         probe_topic = create_topic(proxy.bootstrap, "hang-probe")  # the ledger's topic is exact
         broker_port = _proxy_broker_ports(proxy)[1]
-        producer = PacedProducer(
-            proxy.bootstrap, topic, 1_000_000, HANG_INTERVAL_S,
-            config={
-                **_HANG_CLIENTS,
-                "request.timeout.ms": HANG_REQUEST_TIMEOUT_MS,
-                "message.timeout.ms": HANG_MESSAGE_TIMEOUT_MS,
-            },
-        )  # fmt: skip
-        consumer = GroupConsumer(
-            proxy.bootstrap, topic, group,
-            config={**_HANG_CLIENTS, "fetch.wait.max.ms": HANG_FETCH_WAIT_MS},
-        )  # fmt: skip
+        producer, consumer = _hang_clients(proxy.bootstrap, topic, group)
         with running_clients(consumer, producer):
             wait_for(lambda: len(consumer.consumed) >= 100, 60, "steady traffic")
             before = http.scrape()
@@ -488,18 +493,7 @@ def test_hung_leader_is_replaced_and_clients_move_on() -> None:
     ):
         http = ProxyHttp(metrics_port)
         create_topic(cluster.bootstrap(), name=topic, partitions=HUNG_LEADER_PARTITIONS)
-        producer = PacedProducer(
-            proxy.bootstrap, topic, 1_000_000, HANG_INTERVAL_S,
-            config={
-                **_HANG_CLIENTS,
-                "request.timeout.ms": HANG_REQUEST_TIMEOUT_MS,
-                "message.timeout.ms": HANG_MESSAGE_TIMEOUT_MS,
-            },
-        )  # fmt: skip
-        consumer = GroupConsumer(
-            proxy.bootstrap, topic, group,
-            config={**_HANG_CLIENTS, "fetch.wait.max.ms": HANG_FETCH_WAIT_MS},
-        )  # fmt: skip
+        producer, consumer = _hang_clients(proxy.bootstrap, topic, group)
         with running_clients(consumer, producer):
             wait_for(lambda: len(consumer.consumed) >= 200, 90, "steady traffic")
             hung = partition_state(cluster.bootstrap(), topic, 0).leader

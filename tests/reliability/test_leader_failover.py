@@ -30,12 +30,11 @@ import uuid
 from uuid import UUID
 
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.admin import NewTopic
 
 from testbed.kafka_cluster import KafkaCluster, running_kafka
 from testbed.processes import free_port
 from testbed.proxy_process import running_proxy
-from testbed.topics import create_topic, wait_for_leaders
+from testbed.topics import create_topic
 from tests.support.broker_faults import ProxyHttp, partition_state, wait_for_isr
 from tests.support.broker_faults_scenario import (
     Outcome,
@@ -82,7 +81,8 @@ def test_leader_killed_restarted_elected_and_moved_loses_nothing() -> None:
         http = ProxyHttp(metrics_port)
         create_topic(cluster.bootstrap(), name=topic, partitions=PARTITIONS)
         leader = partition_state(cluster.bootstrap(), topic).leader
-        _create_led_by(cluster, idle, leader)
+        others = [n for n in (1, 2, 3) if n != leader]
+        create_topic(cluster.bootstrap(), name=idle, replicas=[leader, *others])  # led by it
         ports = {b.node_id: b.port for b in metadata(proxy.bootstrap, idle).brokers}
         proxy_host = proxy.host
         led = _partitions_led_by(cluster, topic, leader)
@@ -186,17 +186,6 @@ _LEDGER = (
     "The topic is read back from the cluster and held against the acknowledgements exactly, "
     "with the group's committed offsets."
 )
-
-
-def _create_led_by(cluster: KafkaCluster, topic: str, leader: int) -> None:
-    """A one-partition topic whose preferred leader is ``leader``."""
-    replicas = [leader, *(n for n in (1, 2, 3) if n != leader)]
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
-    try:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: replicas})])
-        wait_for_leaders(admin, topic, 1)
-    finally:
-        admin.close()
 
 
 def _partitions_led_by(cluster: KafkaCluster, topic: str, leader: int) -> set[int]:

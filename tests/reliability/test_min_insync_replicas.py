@@ -29,12 +29,10 @@ import time
 import uuid
 
 from confluent_kafka import KafkaError, Producer
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
 
 from testbed.kafka_cluster import KafkaCluster, running_kafka
 from testbed.proxy_process import running_proxy
-from testbed.topics import wait_for_leaders
+from testbed.topics import create_topic
 from tests.integration._kafka_raw import RawConnection, batch
 from tests.support.broker_faults import wait_for_isr
 from tests.support.wire_socket import metadata
@@ -55,7 +53,8 @@ def test_acks_all_with_followers_stopped_gets_the_brokers_answers() -> None:
         running_kafka(3, controllers=1, request_log=True) as cluster,
         running_proxy(cluster.bootstrap()) as proxy,
     ):
-        _create(cluster, topic, [LEADER, 2, 3])
+        create_topic(cluster.bootstrap(), name=topic, replicas=[LEADER, 2, 3])
+        wait_for_isr(cluster.bootstrap(), topic, 0, {LEADER, 2, 3})
         brokers = {
             b.node_id: f"{b.host}:{b.port}" for b in metadata(proxy.bootstrap, topic).brokers
         }
@@ -100,16 +99,6 @@ def test_acks_all_with_followers_stopped_gets_the_brokers_answers() -> None:
     ]
     assert broker_said == got, report
     assert via_proxy == direct == KafkaError.NOT_ENOUGH_REPLICAS, report
-
-
-def _create(cluster: KafkaCluster, topic: str, replicas: list[int]) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=30_000)
-    try:
-        admin.create_topics([NewTopic(topic, replica_assignments={0: replicas})])
-        wait_for_leaders(admin, topic, 1)
-    finally:
-        admin.close()
-    wait_for_isr(cluster.bootstrap(), topic, 0, set(replicas))
 
 
 def _timed_produce(conn: RawConnection, topic: str, value: bytes) -> tuple[int, float]:
