@@ -213,6 +213,10 @@ def _broker_restart(plan: _RestartPlan) -> None:
                 time.sleep(plan.down_s / 2)
                 cluster.start(1)  # returns once the node serves again
                 restarts.append((killed_s, time.monotonic()))
+                # The next kill only once this restart's recovery can be seen (the backlog
+                # queued while the node was down is acknowledged at once and would otherwise
+                # reach the next kill's count before any record sent after the restart).
+                _until_recovered(producer, consumer, restarts[-1][1])
             time.sleep(RESTART_RUN_AFTER_S)
             producer.stop.set()
             ledger = settle(cluster.bootstrap(), topic, RESTART_PARTITIONS, group, producer,
@@ -267,6 +271,16 @@ def _broker_restart(plan: _RestartPlan) -> None:
         + _proxy_config_note() + f" Run by `tests/reliability/test_broker_faults.py::{plan.test}`.",
     )  # fmt: skip
     assert not out.problems, out.problems
+
+
+def _until_recovered(producer: PacedProducer, consumer: GroupConsumer, since_s: float) -> None:
+    """Wait until both clients are seen working after ``since_s``, or 3 recovery bounds (the
+    report then says "never")."""
+    deadline = time.monotonic() + 3 * RECOVERY_BOUND_S
+    while time.monotonic() < deadline:
+        if None not in recovery(producer, consumer, since_s).values():
+            return
+        time.sleep(0.1)
 
 
 def _steady(producer: PacedProducer, consumer: GroupConsumer, acked: int) -> bool:
