@@ -16,22 +16,17 @@ from __future__ import annotations
 import trio
 import trio.testing
 
+from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import proxy_in_process
 from tests.support.scripted_broker import FENCED_LEADER_EPOCH, NODE_ID
 from tests.unit.proxy.test_inprocess_order import broker_with_topic
-from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from wire.messages.fetch_request import FetchRequest
 
 MAX_WAIT_MS = 5000
 
 
 def _fetch(epoch: int) -> FetchRequest:
-    wanted = FetchPartition(
-        partition=0, current_leader_epoch=epoch, fetch_offset=0, partition_max_bytes=1 << 20
-    )
-    return FetchRequest(
-        max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=1 << 20, session_id=0, session_epoch=-1,
-        topics=[FetchTopic(topic="t", partitions=[wanted])],
-    )  # fmt: skip
+    return fetch_partitions({"t": [0]}, max_wait_ms=MAX_WAIT_MS, leader_epoch=epoch)
 
 
 async def test_a_held_fetch_learns_at_once_that_its_leader_moved(
