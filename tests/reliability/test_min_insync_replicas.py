@@ -12,14 +12,14 @@
 #   one stopped   a produce sent at once waits (the dead follower is still in the ISR) and is
 #                 acknowledged once the ISR shrinks to {1, 2}: 2 >= min ISR. The proxy holds it
 #                 that long and passes the broker's success on.
-#   two stopped   a produce sent at once is appended while the ISR is {1, 2}. When the ISR
-#                 shrinks to {1}, Kafka 3.9 completes it NOT_ENOUGH_REPLICAS_AFTER_APPEND; Kafka
-#                 4 (KIP-966: the high watermark no longer advances below min ISR) keeps it to
-#                 its timeout_ms and answers REQUEST_TIMED_OUT (measured on 4.4). After that,
-#                 produces are refused before the append: NOT_ENOUGH_REPLICAS. Each must reach
-#                 the client as the broker sent it (Kafka's own request log has every answer
-#                 of the leader, in order), and librdkafka (acks=all, no retries) reports
-#                 NOT_ENOUGH_REPLICAS through the proxy exactly as straight from the cluster.
+#   two stopped   a produce sent at once is appended while the ISR is {1, 2}. Once the ISR
+#                 shrinks to {1} it could complete NOT_ENOUGH_REPLICAS_AFTER_APPEND; measured on
+#                 4.4 and 3.9.2, the broker keeps it to its timeout_ms and answers
+#                 REQUEST_TIMED_OUT (either is taken: the point is that it is the broker's).
+#                 After that, produces are refused before the append: NOT_ENOUGH_REPLICAS. Each
+#                 must reach the client as the broker sent it (Kafka's own request log has
+#                 every answer of the leader, in order), and librdkafka (acks=all, no retries)
+#                 reports NOT_ENOUGH_REPLICAS through the proxy exactly as from the cluster.
 """acks=all on RF 3 / min ISR 2 with one follower stopped, then two, through the proxy."""
 
 from __future__ import annotations
