@@ -76,7 +76,7 @@ def test_acks_all_with_followers_stopped_gets_the_brokers_answers() -> None:
             refused, _ = _timed_produce(conn, topic, b"two stopped")
         via_proxy = _client_produce(proxy.bootstrap, topic)
         direct = _client_produce(cluster.bootstrap(), topic)
-        broker_said = _produce_errors(cluster, topic)
+        broker_said = _produce_errors(cluster, topic, at_least=8)
     report = (
         f"one stopped: {error} after {took_s:.1f} s; two stopped: {after_append} after "
         f"{after_append_s:.1f} s, then {refused}; librdkafka through the proxy {via_proxy}, "
@@ -127,13 +127,19 @@ def _client_produce(bootstrap: str, topic: str) -> int | None:
     return outcome[0]
 
 
-def _produce_errors(cluster: KafkaCluster, topic: str) -> list[int]:
-    """The error code of every Produce of ``topic`` the leader answered, in order."""
-    errors = []
-    for entry in cluster.requests(LEADER):
-        if entry["requestHeader"]["requestApiKeyName"] != "PRODUCE":
-            continue
-        for answer in entry["response"]["responses"]:
-            if answer.get("name") == topic:
-                errors += [p["errorCode"] for p in answer["partitionResponses"]]
-    return errors
+def _produce_errors(cluster: KafkaCluster, topic: str, at_least: int) -> list[int]:
+    """The error code of every Produce of ``topic`` the leader answered, in order, once the
+    request log has ``at_least`` of them (the broker logs a request after its answer is sent,
+    so the last may come a moment after the client had it), or after 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        errors = []
+        for entry in cluster.requests(LEADER):
+            if entry["requestHeader"]["requestApiKeyName"] != "PRODUCE":
+                continue
+            for answer in entry["response"]["responses"]:
+                if answer.get("name") == topic:
+                    errors += [p["errorCode"] for p in answer["partitionResponses"]]
+        if len(errors) >= at_least or time.monotonic() > deadline:
+            return errors
+        time.sleep(0.1)
