@@ -1,17 +1,18 @@
 # Strategy: everything the fan-in benchmark runs besides its consumers, as processes owned by
 # one contextlib.ExitStack so they stop in reverse order however a run ends:
 #
-#   Tansu    a private broker (testbed/processes.running_tansu), fresh for every N, with
-#            one fresh single-partition topic.
+#   broker   a private one, fresh for every N, with one fresh single-partition topic: Apache
+#            Kafka (one KRaft node, testbed/kafka_cluster.running_kafka), or Tansu
+#            (testbed/processes.running_tansu) with `--broker tansu`.
 #   relays   bench/_fanin_relay.py, 1 or more processes sharing one port (SO_REUSEPORT), each
 #            with its own control port for its counts. Both routes go through them:
-#                direct:  consumers -> relay -> Tansu
-#                proxy:   consumers -> proxy -> relay -> Tansu   (--upstream is the relay)
+#                direct:  consumers -> relay -> broker
+#                proxy:   consumers -> proxy -> relay -> broker   (--upstream is the relay)
 #   proxy    `python -m proxy run` (testbed/proxy_process.running_proxy) with /metrics
 #            served, so the purgatory's gauges and counters can be read when they exist.
 #
 # Descriptors: this process raises its RLIMIT_NOFILE before starting anything, and the
-# children (Tansu, relays, proxy) inherit it: the soft limit to the hard limit, and, when it
+# children (broker, relays, proxy) inherit it: the soft limit to the hard limit, and, when it
 # may (root), the hard limit itself to what the largest N needs (DESCRIPTORS_PER_CONSUMER per
 # consumer in the busiest process). How many relay processes a run needs follows from that
 # limit (a relay holds two descriptors per connection) and from the CPU a relay can use.
@@ -40,10 +41,13 @@ import psutil
 
 from bench._fanin_relay import raise_descriptor_limit as relay_raise_descriptor_limit
 from bench._throughput_load import create_topic
+from testbed.kafka_cluster import running_kafka
+from testbed.kafka_install import KAFKA_VERSION
 from testbed.processes import Broker, free_port, running_process, running_tansu
 from testbed.proxy_process import ProxyProcess, running_proxy
 
 __all__ = [
+    "BROKERS",
     "DescriptorLimits",
     "Relays",
     "Stack",
@@ -62,6 +66,11 @@ DESCRIPTOR_MARGIN = 200
 #: proxy: one per consumer plus an upstream connection while a request is forwarded), with
 #: room to spare so a proxy that needs more shows it in the count instead of failing.
 DESCRIPTORS_PER_CONSUMER = 4
+#: The brokers a run can stand on, and how its report names each.
+BROKERS = {
+    "kafka": f"Apache Kafka {KAFKA_VERSION} (one KRaft node)",
+    "tansu": "Tansu (memory storage)",
+}
 #: From this many consumers on, the direct route's relays are at least two processes: one
 #: Python relay cannot forward 2N Fetch/s on one core (both routes go through them).
 RELAYS_FOR_CPU_FROM = 5_000
@@ -192,10 +201,25 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(relay_processes: int, proxy_env: dict[str, str] | None = None) -> Iterator[Stack]:
-    """Start Tansu, create a topic, start the relays and the proxy; stop them all afterwards."""
+def running_broker(kind: str) -> Iterator[Broker]:
+    """A fresh broker of ``kind`` (a key of BROKERS) for the block, stopped by PID."""
+    if kind == "tansu":
+        with running_tansu() as tansu:
+            yield tansu
+        return
+    with running_kafka(1) as cluster:
+        node = cluster.nodes[0]
+        yield Broker("127.0.0.1", node.ports["PLAINTEXT"], node.pid)
+
+
+@contextlib.contextmanager
+def running_stack(
+    relay_processes: int, proxy_env: dict[str, str] | None = None, broker_kind: str = "kafka"
+) -> Iterator[Stack]:
+    """Start the broker, create a topic, start the relays and the proxy; stop them all
+    afterwards."""
     with contextlib.ExitStack() as stack:
-        broker = stack.enter_context(running_tansu())
+        broker = stack.enter_context(running_broker(broker_kind))
         topic = create_topic(broker.bootstrap)
         relays = stack.enter_context(running_relays(broker, relay_processes))
         metrics_port = free_port()

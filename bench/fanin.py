@@ -19,7 +19,8 @@
 """Fan-in: N idle long-polling consumers, direct vs through purgatory-proxy.
 
 Run ``python -m bench.fanin`` (N = 100, 1,000, 10,000; 60 s windows; about 13 minutes) or
-``--quick`` (N = 100, 1,000; 5 s windows; about 1 minute). ``--n``, ``--seconds`` and
+``--quick`` (N = 100, 1,000; 5 s windows; about 1 minute), in front of a one-node Apache Kafka
+(``--broker tansu``: Tansu, whose results go to their own section). ``--n``, ``--seconds`` and
 ``--probes`` override; ``--proxy-env KEY=VALUE`` passes settings to the proxy (for example
 ``PURGATORY_PROXY_FETCH__HOLD=false`` to measure plain forwarding); ``--max-wait-ms``
 sets the consumers' fetch.max.wait.ms (default 500, the Java client's). Results go to the
@@ -49,6 +50,7 @@ from bench._fanin_consumer import DEFAULT_MAX_WAIT_MS, FetchSettings
 from bench._fanin_measure import CONNECT_CONCURRENCY, Measurement, Plan, measure
 from bench._fanin_selfcheck import SelfCheckFailed, run_checks
 from bench._fanin_stack import (
+    BROKERS,
     DESCRIPTOR_MARGIN,
     DESCRIPTORS_PER_CONSUMER,
     ROOT,
@@ -92,13 +94,16 @@ class Config:
     #: The consumers' fetch.max.wait.ms: each idle consumer polls 1000 / max_wait_ms times a
     #: second, so N consumers ask the proxy for N * 1000 / max_wait_ms answers per second.
     max_wait_ms: int = DEFAULT_MAX_WAIT_MS
+    #: The broker behind the relays (a key of bench._fanin_stack.BROKERS).
+    broker: str = "kafka"
 
     @property
     def section(self) -> str:
-        """The docs/benchmarks.md section this run writes (one per max wait)."""
-        if self.max_wait_ms == DEFAULT_MAX_WAIT_MS:
-            return "fanin"
-        return f"fanin-wait-{self.max_wait_ms}"
+        """The docs/benchmarks.md section this run writes (one per max wait and broker)."""
+        name = (
+            "fanin" if self.max_wait_ms == DEFAULT_MAX_WAIT_MS else f"fanin-wait-{self.max_wait_ms}"
+        )
+        return name if self.broker == "kafka" else f"{name}-{self.broker}"
 
 
 FULL = Config(ns=(100, 1_000, 10_000), seconds=60.0, probes=5, settle_s=2.0)
@@ -174,7 +179,7 @@ def _one_n(run: Run, n: int, log: bool) -> None:
             f"N = {n:,}: {relays} relay processes share the relay port (a relay holds two "
             f"descriptors per connection; soft limit {limits.soft:,})"
         )
-    with running_stack(relays, _proxy_env(run.config, n)) as stack:
+    with running_stack(relays, _proxy_env(run.config, n), run.config.broker) as stack:
         offset = 0
         for route in run.config.routes:
             plan = Plan(
@@ -559,7 +564,8 @@ def render(run: Run, command: str) -> str:
         machine_line(),
         "",
         *_load_lines(run),
-        f"Command: `{command}`. Each N gets a fresh Tansu broker, topic, counting relay and proxy; "
+        f"Command: `{command}`. Broker: {BROKERS[c.broker]}. Each N gets a fresh broker, topic, "
+        "counting relay and proxy; "
         f"N consumers (one TCP connection each, written with `wire/`, Fetch at the highest "
         f"version both sides speak, KIP-227 sessions when offered, "
         f"fetch.max.wait.ms={c.max_wait_ms}, "
@@ -632,6 +638,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=DEFAULT_MAX_WAIT_MS,
         help="the consumers' fetch.max.wait.ms (a value other than 500 writes its own section)",
     )
+    parser.add_argument(
+        "--broker", choices=sorted(BROKERS), default="kafka", help="the broker behind the relays"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
         "--self-check",
@@ -658,6 +667,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         proxy_env=env,
         routes=args.routes,
         max_wait_ms=args.max_wait_ms,
+        broker=args.broker,
     )
     started = time.monotonic()
     result = run(config)

@@ -4,7 +4,8 @@
 #
 #   proxy     bench.fanin's proxy route: N idle long-polling consumers (incremental fetch
 #             sessions, max_wait 500 ms, nothing produced but a probe) against the proxy in
-#             front of Tansu; proxy CPU seconds / answers in the window
+#             front of a one-node Apache Kafka (`--broker tansu`: Tansu, its own section); proxy
+#             CPU seconds / answers in the window
 #   two-pump  bench._idle_floor: a trio server with the proxy's shape and none of its logic
 #             (a reader and a writer task per connection, holds in one shared clock task), the
 #             same N connections sending a small frame and the next when answered
@@ -23,6 +24,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from bench._fanin_stack import BROKERS
 from bench._idle_floor import measure_floor
 from bench.fanin import Config
 from bench.fanin import run as run_fanin
@@ -35,11 +37,11 @@ _ROUTES = ("proxy", "two-pump", "bare")
 _DEFAULT_N = 1000
 
 
-def _proxy_us(n: int, seconds: float) -> tuple[float, float]:
+def _proxy_us(n: int, seconds: float, broker: str) -> tuple[float, float]:
     """The proxy's CPU µs per answer and its answers/s, from one fan-in window."""
-    result = run_fanin(
-        Config(ns=(n,), seconds=seconds, probes=1, settle_s=2.0, routes=("proxy",)), log=False
-    )
+    config = Config(ns=(n,), seconds=seconds, probes=1, settle_s=2.0, routes=("proxy",),
+                    broker=broker)  # fmt: skip
+    result = run_fanin(config, log=False)
     m = result.get("proxy", n)
     if m is None or not m.answers_per_s:
         raise SystemExit(f"idle_cycle: the proxy route measured nothing: {result.skipped}")
@@ -47,7 +49,7 @@ def _proxy_us(n: int, seconds: float) -> tuple[float, float]:
 
 
 def render(n: int, seconds: float, rounds: int, values: dict[str, list[tuple[float, float]]],
-           command: str) -> str:  # fmt: skip
+           command: str, broker: str) -> str:  # fmt: skip
     medians = {route: statistics.median(us for us, _ in values[route]) for route in _ROUTES}
     lines = [
         "## Idle long-poll cycle: the proxy against the floor of trio (`bench.idle_cycle`)",
@@ -57,7 +59,8 @@ def render(n: int, seconds: float, rounds: int, values: dict[str, list[tuple[flo
         f"{n:,} connections each keep one poll held for 500 ms and send the next as soon as "
         f"it is answered; {seconds:g} s windows, {rounds} rounds, the three routes in turn in "
         "each. CPU µs per answer = the server process's CPU time in the window / answers; "
-        "medians (range). See the module docstring of bench/idle_cycle.py for the routes.",
+        "medians (range). See the module docstring of bench/idle_cycle.py for the routes. "
+        f"The proxy route's broker: {BROKERS[broker]}.",
         "",
         "| route | CPU µs per answer | answers/s |",
         "|---|---:|---:|",
@@ -84,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=_DEFAULT_N, help="connections")
     parser.add_argument("--seconds", type=float, default=30.0, help="window per route")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--broker", choices=sorted(BROKERS), default="kafka", help="the proxy route's broker"
+    )
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -91,16 +97,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     for round_number in range(args.rounds):
         for route in _ROUTES:
             if route == "proxy":
-                us, rate = _proxy_us(args.n, args.seconds)
+                us, rate = _proxy_us(args.n, args.seconds, args.broker)
             else:
                 us, rate = measure_floor(route, args.n, 500, args.seconds)
             values[route].append((us, rate))
             print(f"idle_cycle: round {round_number + 1} {route}: {us:.1f} µs per answer, "
                   f"{rate:,.0f} answers/s", file=sys.stderr)  # fmt: skip
     command = command_line("bench.idle_cycle", argv)
-    markdown = render(args.n, args.seconds, args.rounds, values, command)
-    # One section per N: the cost per answer falls as more connections share each wake-up.
+    markdown = render(args.n, args.seconds, args.rounds, values, command, args.broker)
+    # One section per N (the cost per answer falls as more connections share each wake-up),
+    # and per broker.
     section = "idle-cycle" if args.n == _DEFAULT_N else f"idle-cycle-n{args.n}"
+    if args.broker != "kafka":
+        section += f"-{args.broker}"
     publish(section, markdown, started, write=not args.no_write)
 
 

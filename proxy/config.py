@@ -263,6 +263,12 @@ class ConnectionsSection(_Section):
     Never closed with client_auth = "passthrough" (it carries the client's authentication), nor
     once it carried a ShareFetch or ShareAcknowledge (the broker ends a KIP-932 share session
     with the connection that opened it)."""
+    upstream_answer_grace_ms: int = Field(default=5_000, ge=1)
+    """A broker answers a produce by its timeout_ms (REQUEST_TIMED_OUT at the latest) and the
+    proxy's own fetches for a held fetch (min_bytes 0) within their max wait. One silent this long
+    past that (after the proxy answered a produce REQUEST_TIMED_OUT itself, or past a fetch's max
+    wait) is taken as hung: the client's connection is closed, so the client looks for the
+    partition's leader again (as its own request timeout would have made it do)."""
     # Connection quotas (issue 29; Kafka's KIP-402 and KIP-612, with Kafka's defaults: no
     # limit). An excess connection is closed as it is accepted (proxy/connection/admission.py).
     max_connections: int = Field(default=UNLIMITED, ge=0)

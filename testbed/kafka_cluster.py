@@ -1,6 +1,8 @@
 # Strategy: a real Apache Kafka cluster in KRaft mode, one JVM per node, each node both broker
 # and controller (combined mode, a static quorum of every node), on free loopback ports, owned
-# by one context manager that kills every JVM by PID however the block ends.
+# by one context manager that kills every JVM by PID however the block ends. With
+# `controllers=N` only the first N nodes are voters and the others brokers alone: a cluster
+# that keeps its quorum (and so can still shrink an ISR) while two of three brokers are down.
 #
 #   listeners   one per kind the test asks for, named after its security protocol (PLAINTEXT,
 #               SSL, SASL_PLAINTEXT, SASL_SSL), plus INTERNAL (broker to broker) and CONTROLLER.
@@ -329,6 +331,7 @@ def _sasl_listener_properties(listener: str) -> list[str]:
 def _server_properties(
     node: KafkaNode,
     nodes: tuple[KafkaNode, ...],
+    voters: tuple[KafkaNode, ...],
     *,
     version: str,
     listeners: tuple[str, ...],
@@ -341,13 +344,15 @@ def _server_properties(
 ) -> str:
     count = len(nodes)
     internal = "SASL_PLAINTEXT" if authorizer else "PLAINTEXT"
-    names = [*listeners, "INTERNAL", "CONTROLLER"]
+    voter = node in voters
+    names = [*listeners, "INTERNAL", *(["CONTROLLER"] if voter else [])]
     protocol = {**{name: name for name in listeners}, "INTERNAL": internal, "CONTROLLER": internal}
-    voters = ",".join(f"{n.node_id}@{_HOST}:{n.ports['CONTROLLER']}" for n in nodes)
     lines = {
-        "process.roles": "broker,controller",
+        "process.roles": "broker,controller" if voter else "broker",
         "node.id": str(node.node_id),
-        "controller.quorum.voters": voters,
+        "controller.quorum.voters": ",".join(
+            f"{n.node_id}@{_HOST}:{n.ports['CONTROLLER']}" for n in voters
+        ),
         "listeners": ",".join(f"{name}://{_HOST}:{node.ports[name]}" for name in names),
         "advertised.listeners": ",".join(
             f"{name}://{_HOST}:{node.ports[name]}" for name in [*listeners, "INTERNAL"]
@@ -454,6 +459,7 @@ def running_kafka(
     jmx: bool = False,
     port: int | None = None,
     directory: Path | None = None,
+    controllers: int | None = None,
 ) -> Iterator[KafkaCluster]:
     """Run an Apache Kafka cluster of ``nodes`` combined nodes for the block.
 
@@ -466,6 +472,8 @@ def running_kafka(
     each node serves JMX on a free loopback port (``KafkaNode.jmx_port``; testbed/kafka_jmx.py
     reads it). ``directory``: where logs and data go (default: a new temporary folder, whose
     logs stay after the block; their path is in every startup error).
+    ``controllers``: only the first this many nodes are controllers (the quorum's voters);
+    the others are brokers only (default: every node is both).
     """
     unknown = set(listeners) - set(CLIENT_LISTENERS)
     assert not unknown, f"unknown listener kinds {unknown}; known: {CLIENT_LISTENERS}"
@@ -486,6 +494,8 @@ def running_kafka(
     )
     if port is not None:
         members[0].ports[listeners[0]] = port
+    voters = members[: controllers or nodes]
+    assert voters, "a cluster needs at least one controller"
     cluster = KafkaCluster(version, members, tuple(listeners), root, pki, authorizer, libs)
     cluster_id = _cluster_id()
     try:
@@ -504,6 +514,7 @@ def running_kafka(
                 _server_properties(
                     node,
                     members,
+                    voters,
                     version=version,
                     listeners=tuple(listeners),
                     pki=pki,

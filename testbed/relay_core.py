@@ -1,11 +1,7 @@
 # Strategy: the machinery every test-side TCP relay needs, written once. A relay listens,
 # opens its own connection to an upstream per client connection, and pipes both directions
-# while watching (or rewriting) the Kafka frames that pass. Two relays use it:
-#
-#   cluster_relay      N relays that rewrite broker addresses so N Tansus look like a cluster;
-#   broker_faults_tap  a passive tap that writes down every Produce answer a broker gave.
-#
-# What they share lives here:
+# while watching (or rewriting) the Kafka frames that pass (testbed/sasl_front.py's SecureFront
+# is one). What they share lives here:
 #
 #   RelayThread  one background thread running its own `trio.run`, so synchronous tests
 #                (kafka-python, subprocess fixtures) can use a relay without an event loop;
@@ -16,8 +12,6 @@
 #                either side closes (one cancel scope per connection), then close both.
 #                Resets are ordinary; any other failure (a frame that does not decode, a
 #                bug here) is recorded, so a relay bug cannot hide behind client retries.
-#   tee_frames   a direction whose bytes are forwarded exactly as received, each whole frame
-#                shown to a callback on the way;
 #   map_frames   a direction forwarded frame by frame as a callback returns it.
 """A background-thread TCP relay for Kafka frames: lifecycle, connections and pipes."""
 
@@ -33,7 +27,7 @@ import trio
 
 from wire.framing import CLOSED, NEED_DATA, FrameDecoder, size_prefix
 
-__all__ = ["Pipe", "RelayThread", "map_frames", "tee_frames"]
+__all__ = ["Pipe", "RelayThread", "map_frames"]
 
 RECEIVE_BYTES = 65536
 START_TIMEOUT_S = 10.0
@@ -46,7 +40,7 @@ Pipe = Callable[[trio.SocketStream, trio.SocketStream], Awaitable[None]]
 class RelayThread(abc.ABC):
     """Serves :meth:`_listen` in a background thread; subclasses say what to listen on.
 
-    ``what`` names the relay in errors ("relays", "produce tap"); ``thread_name`` names
+    ``what`` names the relay in errors ("secure front"); ``thread_name`` names
     its thread.
     """
 
@@ -160,20 +154,6 @@ def _whole_frames(decoder: FrameDecoder) -> Iterator[memoryview]:
         yield frame
 
 
-async def _tee(
-    see: Callable[[memoryview], None], source: trio.SocketStream, sink: trio.SocketStream
-) -> None:
-    decoder = FrameDecoder()
-    while True:
-        data = await source.receive_some(RECEIVE_BYTES)
-        decoder.receive_data(data)
-        for frame in _whole_frames(decoder):
-            see(frame)
-        if not data:
-            return
-        await sink.send_all(data)
-
-
 async def _map(
     show: Callable[[memoryview], bytes | bytearray | memoryview],
     source: trio.SocketStream,
@@ -191,12 +171,6 @@ async def _map(
             await sink.send_all(b"".join(out))
         if not data:
             return
-
-
-def tee_frames(see: Callable[[memoryview], None]) -> Pipe:
-    """A direction that forwards bytes exactly as received (partial frames too, so timing
-    is the peer's) and shows each whole frame to ``see`` before forwarding the bytes."""
-    return functools.partial(_tee, see)
 
 
 def map_frames(show: Callable[[memoryview], bytes | bytearray | memoryview]) -> Pipe:

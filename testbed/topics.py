@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -30,21 +30,27 @@ def create_topic(
     replication_factor: int = -1,
     configs: Mapping[str, str] | None = None,
     name: str | None = None,
+    replicas: Sequence[int] | None = None,
     **admin_options: Any,
 ) -> str:
     """Create ``name`` (default ``<prefix>-<random>``) through ``bootstrap``; return its name.
 
     ``replication_factor`` -1 takes the cluster's default (3 on the three-node test cluster,
-    1 on one node). ``admin_options`` go to kafka-python's KafkaAdminClient (TLS, SASL).
+    1 on one node). ``replicas``: one partition on these nodes instead, the first its
+    preferred leader. ``admin_options`` go to kafka-python's KafkaAdminClient (TLS, SASL).
     """
     topic = name or f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(
         bootstrap_servers=bootstrap, request_timeout_ms=30_000, **admin_options
     )
+    topic_configs = dict(configs or {})
+    if replicas is None:
+        new = NewTopic(topic, partitions, replication_factor, topic_configs=topic_configs)
+    else:
+        new = NewTopic(topic, replica_assignments={0: list(replicas)}, topic_configs=topic_configs)
+        partitions = 1
     try:
-        admin.create_topics(
-            [NewTopic(topic, partitions, replication_factor, topic_configs=dict(configs or {}))]
-        )
+        admin.create_topics([new])
         wait_for_leaders(admin, topic, partitions)
     finally:
         admin.close()

@@ -6,7 +6,9 @@
 # answer as the proxy advertises it (version ranges clamped to what the proxy decodes), the
 # same for every client of a broker: so the first one per broker port is forwarded and kept,
 # and later ones are answered from it for `max_age_s` (the metadata refresh period), after
-# which the next one is forwarded again to see upgrades.
+# which the next one is forwarded again to see upgrades. A broker the proxy found dead or hung
+# (a client connection closed for it) is forgotten at once: a kept answer would tell
+# reconnecting clients it is up, and they would not look for a partition's new leader.
 #
 # Not with client_auth = "passthrough": there ApiVersions goes to the cluster like everything
 # else before the client's authentication (docs/security.md). What a client sends in
@@ -44,6 +46,10 @@ class KnownApiVersions:
         """Keep a successful answer as the proxy sent it to a client (throttle cleared)."""
         if response.error_code == 0:
             self._answers[node_id] = (now_s, replace(response, throttle_time_ms=0))
+
+    def forget(self, node_id: int | None) -> None:
+        """The broker behind this port is dead or hung: forward its next ApiVersions."""
+        self._answers.pop(node_id, None)
 
     def keep(
         self, node_id: int | None, frame: bytes | bytearray, version: int, now_s: float

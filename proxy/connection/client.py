@@ -100,6 +100,7 @@ from proxy.errors import (
     FrameTimeout,
     IdleTimeout,
     SendTimeout,
+    UpstreamFailed,
 )
 from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter, WriteTimeout
 from proxy.held.delayed import DelayedProduce
@@ -252,6 +253,8 @@ class ClientConnection:
             log.exception("internal error on client connection %s; closing it", self)
         finally:
             self._services.pool.end_processing(self._processing_bytes)
+            if isinstance(self._conn.closed_by, UpstreamFailed):  # the broker died or hangs
+                self._services.api_versions.forget(self.node_id)
             if self._fetches is not None:
                 self._fetches.abandon()
             if self._held_answer is not None:
@@ -542,6 +545,7 @@ class ClientConnection:
                     continue
                 held.operation.expire()
                 self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
+                self._upstream.expect_late_answer()  # ... and must, unless the broker hangs
                 timed_out = produce_timed_out(slot.plan)
                 await self._client_out.send_all(timed_out)
                 self._processing(-slot.arrival.request_bytes)

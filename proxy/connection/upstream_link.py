@@ -24,6 +24,11 @@
 #            pump releases an answer's lease once it has written it to the client
 #            (`release_answer`), so a client that does not read holds one answer of the pool
 #            until connections.send_timeout_ms.
+#   hung     once the proxy answered a produce REQUEST_TIMED_OUT itself, the broker owes its own
+#            answer (it answers by timeout_ms): `expect_late_answer`. Nothing at all from the
+#            broker for connections.upstream_answer_grace_ms after that ends the connection
+#            (UpstreamFailed), so the client looks for the leader again instead of retrying
+#            into a hung broker for as long as it hangs.
 #
 # Writes go through a StreamWriter (proxy/framed.py): the request pump may `defer` a frame
 # while the client's next one is already in hand, so a pipelined batch goes upstream in one
@@ -100,6 +105,8 @@ class UpstreamLink:
         self._idle_s = idle_ms / 1000 if idle_ms > 0 and not shared_sends else 0.0
         self._read_ahead = read_ahead
         self._flush_before_wait = flush_before_wait
+        self._answer_grace_s = services.config.connections.upstream_answer_grace_ms / 1000
+        self._late_due_s: float | None = None  # see `expect_late_answer`
         self._stream: trio.abc.Stream | None = None
         self._reader: FrameReader | None = None
         self._out: StreamWriter | None = None
@@ -238,7 +245,8 @@ class UpstreamLink:
                 return frame
         conn = self._conn
         while True:
-            frame, lease = await self._read_answer()
+            frame, lease = await self._read_answer(self._late_due_s)
+            self._late_due_s = None  # the broker speaks: not hung
             answered = answered_id(frame)
             if conn.upstream_answer(answered):
                 if answered == correlation_id:
@@ -254,12 +262,13 @@ class UpstreamLink:
         if lease is not None:
             lease.release()
 
-    async def _read_answer(self) -> tuple[bytearray, Lease | None]:
-        """The next upstream frame, read within the pool unless it was paid for already."""
+    async def _read_answer(self, due_s: float | None) -> tuple[bytearray, Lease | None]:
+        """The next upstream frame, read within the pool unless it was paid for already; its
+        first bytes by ``due_s`` unless that is None (see `expect_late_answer`)."""
         reader = self._reader
         assert reader is not None  # a slot that awaits an answer opened the connection
         try:
-            size = await reader.next_size()
+            size = await (reader.next_size() if due_s is None else self._next_size_by(due_s))
             if size is None:
                 raise PeerClosed(0)
             lease = None
@@ -273,6 +282,22 @@ class UpstreamLink:
                 raise
         except PeerClosed:
             raise UpstreamFailed("upstream broker closed the connection") from None
+
+    def expect_late_answer(self) -> None:
+        """The proxy answered a produce REQUEST_TIMED_OUT itself: the broker's own answer is
+        due, and a broker that sends nothing for the grace from now is taken as hung."""
+        if self._late_due_s is None:
+            self._late_due_s = trio.current_time() + self._answer_grace_s
+
+    async def _next_size_by(self, due_s: float) -> int | None:
+        reader = self._reader
+        assert reader is not None
+        with trio.move_on_at(due_s):
+            return await reader.next_size()  # (cancel-safe: a partial size is kept)
+        raise UpstreamFailed(
+            f"upstream broker sent nothing for {self._answer_grace_s:g} s after a produce it "
+            "owed an answer timed out: taken as hung"
+        )
 
     async def _reserve(self, size: int, in_hand: bool) -> Lease:
         """Pool memory for an answer of ``size`` bytes (an answer above the largest
@@ -344,6 +369,7 @@ class UpstreamLink:
                 if lease is not None:
                     lease.release()
             self._early.clear()
+            self._late_due_s = None
             self._services.metrics.upstream_open.dec()
             if self._services.descriptors is not None:
                 self._services.descriptors.give()

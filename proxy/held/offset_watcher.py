@@ -64,7 +64,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import trio
 
@@ -144,9 +144,10 @@ class OffsetWatcher:
         """The partitions covered now (until their want and linger run out)."""
         return self._wanted
 
-    def want(self, keys: list[PartitionKey], until_ms: int) -> None:
+    def want(self, keys: list[PartitionKey], until_ms: int, epochs: Sequence[int] = ()) -> None:
         """Cover ``keys`` until ``until_ms`` (plus one interval of linger, so a consumer's next
-        fetch finds the partition still watched). Keys by topic id are ignored."""
+        fetch finds the partition still watched). Keys by topic id are ignored; so are
+        ``epochs`` (ListOffsets is not fenced here)."""
         self._wanted.want(keys, until_ms)
 
     async def run(self) -> None:

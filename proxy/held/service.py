@@ -45,7 +45,7 @@ from typing import Protocol
 import trio
 
 from proxy.config import Config
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import UpstreamFailed, UpstreamUnavailable
 from proxy.held.delayed import DelayedFetch, DelayedProduce
 from proxy.held.fetch_answer import (
     FetchResults,
@@ -152,6 +152,14 @@ class FetchTicket:
             lease.shrink_to(max(1, min(size_bytes, lease.size_bytes)))
 
 
+def _broker_gone(error: UpstreamUnavailable) -> UpstreamFailed:
+    """A read for a client's fetch failed: the broker died, restarts or dropped the proxy.
+    The client's connection ends, as its connection to that broker would have: that is what
+    makes a client ask for metadata again and find a partition's new leader. (Answered
+    "nothing new" instead, a consumer stayed on a killed leader for good.)"""
+    return UpstreamFailed(f"upstream unreachable ({error})")
+
+
 @dataclass(slots=True, eq=False)
 class _SharedRead:
     """A re-fetch in flight that identical re-fetches wait for instead of asking again."""
@@ -219,6 +227,7 @@ class HeldRequests:
         self._offset_watch_interval_ms = config.fetch.offset_watch_interval_ms
         self._passthrough = config.proxy.client_auth == "passthrough"
         self._immediate_max_wait_ms = config.fetch.immediate_max_wait_ms
+        self._answer_grace_s = config.connections.upstream_answer_grace_ms / 1000
         purgatory = config.purgatory
         self.fetches = Purgatory(
             tick_ms=purgatory.tick_ms,
@@ -376,7 +385,8 @@ class HeldRequests:
         keys = operation.keys
         if self.fetches.try_complete_else_watch(operation, keys, now_ms):
             return None
-        self._watcher(node_id).want(keys, deadline_ms)
+        epochs = [cached.current_leader_epoch for cached in context.partitions.values()]
+        self._watcher(node_id).want(keys, deadline_ms, epochs)  # (keys are in that order)
         return operation
 
     def immediate_request(
@@ -406,7 +416,8 @@ class HeldRequests:
         it (``ticket.release()``) once the response is written.
 
         Raises:
-            ConnectionClosed: from ``reads``, when the client's own connection fails.
+            ConnectionClosed: from ``reads``, when the client's own connection fails;
+                UpstreamFailed when the broker cannot be read (see ``_broker_gone``).
         """
         context = ticket.context
         if context.kind is ContextKind.ERROR:
@@ -422,9 +433,7 @@ class HeldRequests:
                     ticket, self._immediate_max_wait_ms, reads, first=True
                 )
             except UpstreamUnavailable as error:
-                # Hold it like a fetch with nothing new: the client's next fetch tries again
-                # after max_wait, not at once in a loop while the broker is away.
-                log.debug("first look for broker %d failed: %s", ticket.node_id, error)
+                raise _broker_gone(error) from None
         if results.error_code:  # the broker refused the whole fetch: pass it on
             return error_response(results.error_code)
         now_ms = current_time_ms()
@@ -449,9 +458,7 @@ class HeldRequests:
                     ticket.expired = True
                     break
             except UpstreamUnavailable as error:
-                # Answer with what the proxy has; the client's next fetch tries again.
-                log.debug("re-fetch for broker %d failed: %s", ticket.node_id, error)
-                break
+                raise _broker_gone(error) from None
             now_ms = current_time_ms()
         # Passthrough: the cluster's answer on this connection as it is, or (nothing asked)
         # what this connection has itself read; never a partition filled in from others.
@@ -552,7 +559,15 @@ class HeldRequests:
             response = await reads.fetch(request, ticket.version)
         else:
             channel = self._refetch_channel(ticket.node_id)
-            answer = await channel.request(request, ticket.version)
+            # Kafka answers min_bytes 0 within max_wait_ms (at once): silent well past that,
+            # it hangs, and the client must look for the partition's leader again.
+            with trio.move_on_after(max_wait_ms / 1000 + self._answer_grace_s) as waited:
+                answer = await channel.request(request, ticket.version)
+            if waited.cancelled_caught:
+                raise UpstreamUnavailable(
+                    f"{channel.address}: no answer to a fetch past its max wait by "
+                    f"{self._answer_grace_s:g} s: taken as hung"
+                )
             assert isinstance(answer, FetchResponse)
             response = answer
         (self._immediate if first else self._refetches).inc()

@@ -22,6 +22,13 @@
 # offset and log start offset); partitions known only by topic id are not watched (their held
 # fetches still wake on produces through the proxy and on their deadline).
 #
+# Each partition is polled with the leader epoch the fetches waiting on it named. Since Fetch
+# v11 (KIP-392) a follower serves a consumer's fetch that names no epoch, so a poll without one
+# would never notice that the broker lost the partition's leadership, and a fetch held on it
+# would be answered "nothing new" at its max wait (Kafka answers it FENCED_LEADER_EPOCH at once,
+# with the new leader). With the epoch, the broker fences the poll; the error wakes the held
+# fetches, whose re-fetch with their own epoch gets the broker's answer to pass on.
+#
 # A poll only covers the partitions wanted when it was sent: a partition wanted later is added
 # to the next poll, at most one max wait later. The broker answers one connection's requests in
 # order, so the watcher has a BrokerChannel of its own.
@@ -30,7 +37,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import trio
 
@@ -87,9 +94,10 @@ class UpstreamWatcher:
         """The partitions covered now (until their want and linger run out)."""
         return self._wanted
 
-    def want(self, keys: list[PartitionKey], until_ms: int) -> None:
-        """Cover ``keys`` until ``until_ms`` (plus one max wait of linger)."""
-        self._wanted.want(keys, until_ms)
+    def want(self, keys: list[PartitionKey], until_ms: int, epochs: Sequence[int] = ()) -> None:
+        """Cover ``keys`` until ``until_ms`` (plus one max wait of linger), polling each with
+        the leader epoch its fetches named (``epochs``, by position; see the module header)."""
+        self._wanted.want(keys, until_ms, epochs)
 
     async def run(self) -> None:
         while True:
@@ -104,8 +112,8 @@ class UpstreamWatcher:
             try:
                 response = await self._channel.request(request, WATCH_VERSION)
             except UpstreamUnavailable as error:
-                self._states.uncover(keys)
                 log.debug("watcher for broker %d: %s", self.node_id, error)
+                self._lost(keys)
                 await trio.sleep(_RETRY_S)
                 continue
             assert isinstance(response, FetchResponse)
@@ -119,6 +127,17 @@ class UpstreamWatcher:
                 await trio.sleep(_RETRY_S)
             elif not changed and current_time_ms() - sent_ms < self._max_wait_ms * _EARLY_FRACTION:
                 await trio.sleep(_PAUSE_S)
+
+    def _lost(self, keys: list[PartitionKey]) -> None:
+        """The poll over ``keys`` failed: the broker died or dropped the connection. What
+        the proxy knows of them is no longer current, and the fetches waiting on them are
+        woken to read the broker themselves: a dead broker then closes their clients'
+        connections at once (service.py), as the broker's own connections closed."""
+        states, purgatory = self._states, self._purgatory
+        states.uncover(keys)
+        for key in keys:
+            states.invalidate(key)
+            purgatory.check_and_complete(key)
 
     def _next_poll(self, now_ms: int) -> tuple[FetchRequest | None, list[PartitionKey]]:
         """The poll to send now, over every partition still wanted whose end is known."""
@@ -136,7 +155,10 @@ class UpstreamWatcher:
                 topic = topics[name] = FetchTopic(topic=name)
             topic.partitions.append(
                 FetchPartition(
-                    partition=key[1], fetch_offset=state.high_watermark, partition_max_bytes=1
+                    partition=key[1],
+                    current_leader_epoch=self._wanted.epoch(key),
+                    fetch_offset=state.high_watermark,
+                    partition_max_bytes=1,
                 )
             )
             keys.append(key)

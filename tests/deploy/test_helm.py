@@ -416,6 +416,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "frame_timeout_ms": 2222,
         "shutdown_drain_ms": 3333,
         "upstream_idle_timeout_ms": 4444,
+        "upstream_answer_grace_ms": 4545,
         "max_connections": 5555,
         "max_connections_per_ip": 66,
         "max_connections_per_ip_overrides": {"10.0.0.5": 500, "2001:db8::7": 0},

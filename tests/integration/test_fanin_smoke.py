@@ -1,8 +1,8 @@
 """bench.fanin end to end at a tiny N, plus the bench's self-check of its KIP-227 client half.
 
-The smoke test runs the real harness (Tansu, the counting relay, the proxy as a process, a
-handful of protocol-level consumers) for about a second per route and checks that it
-measured something on both routes. It asserts nothing about speed or the fan-in ratio:
+The smoke test runs the real harness (a one-node Apache Kafka, the counting relay, the proxy as
+a process, a handful of protocol-level consumers) for about a second per route and checks that
+it measured something on both routes. It asserts nothing about speed or the fan-in ratio:
 those are the benchmark's goals, reported in docs/benchmarks.md, and this machine is shared.
 
 Both run as users run the benchmark, ``python -m bench.fanin``, in a subprocess with

@@ -1,5 +1,5 @@
-# Strategy: freeze a private Tansu with SIGSTOP for 3 s behind a private proxy and watch two
-# producers through it at once:
+# Strategy: freeze a private one-node Apache Kafka with SIGSTOP for 3 s behind a private proxy
+# and watch two producers through it at once:
 #   - a raw socket sends one acks=all Produce with timeout_ms=1000 and times the answer: the
 #     proxy must answer REQUEST_TIMED_OUT itself at ~1 s (a forwarding proxy answers only when
 #     the broker wakes, at ~3 s), and after SIGCONT the same connection must carry on, which
@@ -8,30 +8,32 @@
 #     the stop: it sees the timeout, retries, and every record is acknowledged after SIGCONT.
 # Then everything is read back from the broker directly, not through the proxy: every
 # acknowledged record is there, and so is every record the client was asked to send.
-# The broker is private because SIGSTOP would freeze every other test's broker too.
+# The broker is private because SIGSTOP would freeze every other test's broker too. Kafka
+# answers a produce by its timeout_ms itself, so while the broker runs, a REQUEST_TIMED_OUT
+# could be either's: the broker is frozen for the whole window, every thread of the JVM
+# stopped (tests/support/broker_faults.py `freeze`), so the early one can only be the proxy's.
 """Produce held in the proxy: REQUEST_TIMED_OUT at timeout_ms while the broker is frozen."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
-import signal
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from testbed.processes import Broker, free_port, running_tansu
+from testbed.kafka_cluster import KafkaCluster, running_kafka
+from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
 from testbed.topics import create_topic
 from tests.integration._kafka_raw import REQUEST_TIMED_OUT, RawConnection, batch
+from tests.support.broker_faults import freeze
 
 TIMEOUT_MS = 1000
 STOP_S = 3.0
@@ -44,7 +46,7 @@ CLIENT_INTERVAL_S = 0.02
 
 @dataclass(frozen=True)
 class Stack:
-    broker: Broker
+    cluster: KafkaCluster
     proxy: ProxyProcess
     metrics: str
 
@@ -53,52 +55,38 @@ class Stack:
 def stack() -> Iterator[Stack]:
     metrics = f"127.0.0.1:{free_port()}"
     with (
-        running_tansu() as broker,
-        running_proxy(broker.bootstrap, "--metrics", metrics) as proxy,
+        running_kafka(1) as cluster,
+        running_proxy(cluster.bootstrap(), "--metrics", metrics) as proxy,
     ):
-        yield Stack(broker, proxy, metrics)
+        yield Stack(cluster, proxy, metrics)
 
 
 @contextlib.contextmanager
-def _frozen_for(pid: int, seconds: float) -> Iterator[threading.Event]:
-    """SIGSTOP the process; SIGCONT it after ``seconds`` or when the block ends, if sooner.
+def _frozen_for(cluster: KafkaCluster, seconds: float) -> Iterator[threading.Event]:
+    """Freeze the node (every thread stopped); SIGCONT it after ``seconds`` or when the block
+    ends, if sooner.
 
     The SIGCONT comes from a timer thread, so a request in the block that waits for the
     frozen broker (as it does through a proxy that only forwards) cannot delay it. The
     event yielded is set once the process runs again.
     """
     resumed = threading.Event()
+    node_id = cluster.nodes[0].node_id
 
     def resume() -> None:
-        os.kill(pid, signal.SIGCONT)  # a second SIGCONT is harmless
-        resumed.set()
+        if not resumed.is_set():
+            cluster.resume(node_id)
+            resumed.set()
 
     timer = threading.Timer(seconds, resume)
-    os.kill(pid, signal.SIGSTOP)
+    freeze(cluster, node_id)
     try:
-        _wait_for(lambda: _all_threads_stopped(pid), f"every thread of {pid} to stop", 5.0)
         timer.start()
         yield resumed
     finally:
         timer.cancel()
+        timer.join()
         resume()
-
-
-def _all_threads_stopped(pid: int) -> bool:
-    """True once every thread of ``pid`` is in state T (stopped).
-
-    kill() returns before a busy multi-threaded process has stopped everywhere; a request
-    sent in that gap is still answered by the broker (seen: answers after 1 ms).
-    """
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-        except FileNotFoundError:  # the thread ended meanwhile
-            continue
-        # "tid (comm) STATE ...": comm may contain spaces and parentheses.
-        if stat.rpartition(")")[2].split()[0] not in ("T", "t"):
-            return False
-    return True
 
 
 def _healthy(metrics: str) -> bool:
@@ -215,7 +203,7 @@ def test_frozen_broker_gives_request_timed_out_and_loses_nothing(stack: Stack) -
             client.start()
             _wait_for(lambda: len(client_run.acked) >= 20, "the client's first acknowledgements")
             frozen_at = time.monotonic() - started
-            with _frozen_for(stack.broker.pid or 0, STOP_S) as resumed:
+            with _frozen_for(stack.cluster, STOP_S) as resumed:
                 sent_at = time.monotonic()
                 error_code, _ = conn.produce(topic, batch(b"raw-during"), timeout_ms=TIMEOUT_MS)
                 answered_s = time.monotonic() - sent_at
@@ -232,7 +220,7 @@ def test_frozen_broker_gives_request_timed_out_and_loses_nothing(stack: Stack) -
             client.join(timeout=90)
     assert not client.is_alive(), "the client producer did not finish"
 
-    in_broker = _read_back(stack.broker.bootstrap, topic)
+    in_broker = _read_back(stack.cluster.bootstrap(), topic)
     stored = set(in_broker)
     # Produce answers the client received while the broker was frozen, and their rtts.
     frozen_rtts = [rtt for at, rtt in client_run.produce_rtts if frozen_at <= at <= resumed_at]

@@ -1,134 +1,130 @@
-# Strategy: fault injection for the broker-fault scenarios of the reliability campaign (issue 9).
+# Strategy: what a broker-fault scenario (issue 9, issue 30) needs besides its clients: the
+# state of the Apache Kafka cluster it hurts, a freeze that is certain, and the proxy it watches.
 #
-# A scenario needs a broker it can hurt and a proxy it can watch:
+#   cluster     testbed/kafka_cluster.py runs the nodes and hurts them with real signals:
+#               `kill` (SIGKILL: a crash) and `start` on the same ports and data, `pause` /
+#               `resume` (SIGSTOP / SIGCONT: a broker that hangs with its sockets open).
+#               `partition_state` reads a partition's leader and in-sync replicas straight from
+#               the cluster (a Metadata request to one node after another, never the proxy:
+#               a client library would wait on a frozen node it knows);
+#               `wait_for_isr` waits for a replica set to settle.
+#   freeze      SIGSTOP returns before a busy multi-threaded JVM has stopped everywhere; a
+#               request sent in that gap is still answered (seen: answers 1 ms after the
+#               signal). `freeze` returns only once every thread of the process is stopped.
+#   ProxyHttp   the proxy's /healthz and /metrics, read with the standard library and the
+#               Prometheus text parser the metrics tests already use.
 #
-#   FaultyBroker   one Tansu process on a fixed loopback port that the test can kill -9 and
-#                  start again on the SAME port with the same storage (so the proxy's upstream
-#                  address stays valid and `s3://` storage brings the records back), or freeze
-#                  with SIGSTOP and thaw with SIGCONT. Each incarnation is owned by
-#                  testbed.processes.running_process inside its own ExitStack, so every
-#                  process is killed by PID and reaped however the test ends; a frozen process
-#                  is thawed before that, so nothing is left stopped behind the test. Tansu
-#                  advertises the address of a ProduceTap (broker_faults_tap) in front of it,
-#                  which records every Produce answer the broker gave; the tap outlives the
-#                  broker's incarnations, as the proxy's upstream address must.
-#   ProxyHttp      the proxy's /healthz and /metrics, read with the standard library and the
-#                  Prometheus text parser the metrics tests already use.
-#
-# Nothing here mocks Kafka: the broker is the real binary and the faults are real signals.
-"""Kill, restart, freeze and thaw a real Tansu broker; read the proxy's health and metrics."""
+# Nothing here mocks Kafka: the broker is the real JVM and the faults are real signals.
+"""Freeze a Kafka node for certain, read a partition's leader and ISR, read the proxy's HTTP."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
+import socket
+import struct
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
+from kafka.protocol.old.metadata import MetadataRequest, MetadataResponse
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.embedded_broker import tansu_command
-from testbed.processes import free_port, running_process
-from tests.support.broker_faults_tap import ProduceTap, running_tap
+from testbed.kafka_cluster import KafkaCluster
 
-__all__ = ["FaultyBroker", "ProxyHttp", "faulty_broker"]
+__all__ = [
+    "PartitionState",
+    "ProxyHttp",
+    "all_threads_stopped",
+    "freeze",
+    "partition_state",
+    "wait_for_isr",
+]
+
+_FREEZE_TIMEOUT_S = 5.0
+_METADATA_TIMEOUT_S = 3.0
 
 
-class FaultyBroker:
-    """A Tansu broker on one fixed port that can be killed, restarted, frozen and thawed.
-
-    ``bootstrap`` is the tap in front of it (what Tansu advertises); ``port`` is Tansu's own.
-
-    Task-safety: call it from one thread (the test's); client threads only use its address.
-    """
-
-    def __init__(
-        self, storage: str, env: dict[str, str] | None, port: int, tap: ProduceTap
-    ) -> None:
-        self.storage = storage
-        self.env = env
-        self.port = port
-        self.tap = tap
-        self._incarnation: contextlib.ExitStack | None = None
-        self._pid: int | None = None
-        self._frozen = False
-        #: How many times the broker process was started (1 before any restart).
-        self.starts = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.tap.host}:{self.tap.listen_port}"
-
-    @property
-    def pid(self) -> int:
-        if self._pid is None:
-            raise RuntimeError("the broker is not running")
-        return self._pid
-
-    def start(self) -> None:
-        """Start an incarnation on ``port``; return once it accepts connections."""
-        if self._incarnation is not None:
-            raise RuntimeError("the broker is already running")
-        command = tansu_command(self.port, storage=self.storage)
-        command[command.index("--advertised-listener-url") + 1] = f"tcp://{self.bootstrap}"
-        stack = contextlib.ExitStack()
+def all_threads_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is in state T (stopped)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            self._pid = stack.enter_context(running_process(command, self.port, env=self.env))
-        except BaseException:
-            stack.close()
-            raise
-        self._incarnation = stack
-        self.starts += 1
-
-    def kill(self) -> None:
-        """kill -9 the running incarnation and reap it (no chance to flush anything)."""
-        os.kill(self.pid, signal.SIGKILL)
-        self._close()
-
-    def freeze(self) -> None:
-        """SIGSTOP: the process keeps its sockets (the kernel still accepts connections into
-        the listen backlog) but answers nothing, which is what a hung broker looks like."""
-        os.kill(self.pid, signal.SIGSTOP)
-        self._frozen = True
-
-    def thaw(self) -> None:
-        """SIGCONT a frozen broker."""
-        os.kill(self.pid, signal.SIGCONT)
-        self._frozen = False
-
-    def close(self) -> None:
-        """Stop whatever incarnation runs (thawing it first); safe to call twice."""
-        if self._frozen:
-            with contextlib.suppress(ProcessLookupError):
-                self.thaw()
-        self._close()
-
-    def _close(self) -> None:
-        stack, self._incarnation, self._pid = self._incarnation, None, None
-        if stack is not None:
-            stack.close()  # running_process kills by PID (harmless if already dead) and reaps
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        # "tid (comm) STATE ...": comm may contain spaces and parentheses.
+        if stat.rpartition(")")[2].split()[0] not in ("T", "t"):
+            return False
+    return True
 
 
-@contextlib.contextmanager
-def faulty_broker(
-    storage: str = "memory://tansu/", env: dict[str, str] | None = None
-) -> Iterator[FaultyBroker]:
-    """A started FaultyBroker (and its tap) on free loopback ports, for the block.
+def freeze(cluster: KafkaCluster, node_id: int) -> None:
+    """SIGSTOP ``node_id`` and return once every one of its threads has stopped."""
+    cluster.pause(node_id)
+    pid = cluster.node(node_id).pid
+    assert pid is not None
+    deadline = time.monotonic() + _FREEZE_TIMEOUT_S
+    while not all_threads_stopped(pid):
+        assert time.monotonic() < deadline, f"node {node_id} did not stop within 5 s"
+        time.sleep(0.005)
 
-    Resource handling: the broker is stopped by PID and the tap's thread joined on exit.
-    """
-    port = free_port()
-    with running_tap(free_port(), port) as tap:
-        broker = FaultyBroker(storage, env, port, tap)
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition's leader (-1: none) and in-sync replicas, as the cluster reports them."""
+
+    leader: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+
+
+def partition_state(bootstrap: str, topic: str, partition: int = 0) -> PartitionState:
+    """``topic``/``partition`` as Metadata v5 from the first of ``bootstrap``'s addresses that
+    answers within a few seconds (the cluster, not the proxy; a frozen node is skipped)."""
+    request = MetadataRequest[5](topics=[topic], allow_auto_topic_creation=False)
+    request.with_header(correlation_id=1, client_id="fault-scenario")
+    frame = request.encode(header=True, framed=True)
+    problems = []
+    for address in bootstrap.split(","):
+        host, _, port = address.rpartition(":")
         try:
-            broker.start()
-            yield broker
-        finally:
-            broker.close()
+            with socket.create_connection((host, int(port)), timeout=_METADATA_TIMEOUT_S) as sock:
+                sock.sendall(frame)
+                size = struct.unpack(">i", _read(sock, 4))[0]
+                response = MetadataResponse[5].decode(_read(sock, size)[4:])
+        except OSError as error:
+            problems.append(f"{address}: {error!r}")
+            continue
+        for _error, name, _internal, partitions in response.topics:
+            for _code, index, leader, replicas, isr, _offline in partitions:
+                if name == topic and index == partition:
+                    return PartitionState(leader, tuple(sorted(isr)), tuple(replicas))
+        problems.append(f"{address}: no {topic}/{partition}")
+    raise AssertionError(f"no broker described {topic}/{partition}: {problems}")
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
+        data += chunk
+    return data
+
+
+def wait_for_isr(
+    bootstrap: str, topic: str, partition: int, isr: set[int], timeout_s: float = 60.0
+) -> PartitionState:
+    """Wait until the partition's in-sync replicas are exactly ``isr`` (hang guard)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = partition_state(bootstrap, topic, partition)
+        if set(state.isr) == isr:
+            return state
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}/{partition}: ISR {state.isr}, not {sorted(isr)}")
+        time.sleep(0.2)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@
 #                   "process" it (append to `consumed`), then commit synchronously, which is
 #                   at-least-once: a batch processed but not committed when the broker dies is
 #                   delivered again, so duplicates are expected and counted, never hidden.
-#   read_back       the topic read from the broker's advertised address, without the proxy
-#                   and without a group, for the "did the broker really have it" check.
+#   read_back       the topic read straight from the cluster, without the proxy and without a
+#                   group, up to each partition's high watermark: what the broker really has.
+#   committed       the group's committed offsets and the partitions' ends, from the cluster.
 #
 # Both threads time every call they make into the client library (`calls`), because
 # "the client never hangs" is a statement about those calls. librdkafka does its I/O in its own
@@ -40,16 +41,23 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-__all__ = ["Acked", "Consumed", "GroupConsumer", "PacedProducer", "read_back"]
+__all__ = [
+    "Acked",
+    "Committed",
+    "Consumed",
+    "GroupConsumer",
+    "PacedProducer",
+    "committed",
+    "read_back",
+]
 
 
 @dataclass(frozen=True)
 class Acked:
     """A record the producer was told is stored at (partition, offset).
 
-    ``offset`` is None when librdkafka reported success without one: an idempotent
-    producer's retried batch answered DUPLICATE_SEQUENCE_NUMBER ("you sent this before, I
-    have it") is delivered with an unknown offset.
+    ``offset`` is None when librdkafka reported success without one (Kafka answers a
+    re-sent idempotent batch with its first offsets, so the ledger counts None as a fault).
     """
 
     partition: int
@@ -262,7 +270,7 @@ class GroupConsumer(_ClientThread):
             "group.id": group,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,  # Tansu holds JoinGroup ~half of it
+            "session.timeout.ms": 6000,  # the least Kafka allows by default
             "heartbeat.interval.ms": 1500,
             "statistics.interval.ms": 1000,
             **(config or {}),
@@ -310,27 +318,17 @@ class GroupConsumer(_ClientThread):
 
 @dataclass
 class ReadBack:
-    """Every record found in the topic, by (partition, offset)."""
+    """Every record found in the topic, by (partition, offset), and whether the read reached
+    each partition's high watermark."""
 
     records: dict[tuple[int, int], tuple[bytes, bytes]] = field(default_factory=dict)
     complete: bool = False
 
 
-def read_back(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    must_reach: dict[int, int],
-    timeout_s: float = 30.0,
-    quiet_s: float = 1.5,
-) -> ReadBack:
-    """Read ``topic`` from ``bootstrap`` (a broker, not the proxy) from the beginning.
-
-    Reads until every partition ``p`` has reached offset ``must_reach[p]`` and then nothing
-    new arrived for ``quiet_s`` (the tail: records stored but never acknowledged), or until
-    ``timeout_s``. No group offsets are used or committed. ListOffsets "latest" is wrong on
-    Tansu, which is why the end is found by reading rather than asked for.
-    """
+def read_back(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0) -> ReadBack:
+    """Read ``topic`` from ``bootstrap`` (the cluster, not the proxy) from the beginning to
+    each partition's high watermark, as it stands when the read starts. No group offsets are
+    used or committed."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -340,12 +338,16 @@ def read_back(
     )
     result = ReadBack()
     try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}  # fmt: skip
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         deadline = time.monotonic() + timeout_s
-        last_new = time.monotonic()
+        positions = dict.fromkeys(ends, 0)
         while time.monotonic() < deadline:
-            batch = consumer.consume(num_messages=1000, timeout=0.2)
-            for msg in batch:
+            if all(positions[p] >= end for p, end in ends.items()):
+                result.complete = True
+                break
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
                 if msg.error() is not None:
                     continue
                 partition, offset = msg.partition(), msg.offset()
@@ -353,11 +355,28 @@ def read_back(
                 assert partition is not None and offset is not None
                 assert isinstance(key, bytes) and isinstance(value, bytes)
                 result.records[(partition, offset)] = (key, value)
-                last_new = time.monotonic()
-            reached = all((p, offset) in result.records for p, offset in must_reach.items())
-            if reached and time.monotonic() - last_new > quiet_s:
-                result.complete = True
-                break
+                positions[partition] = max(positions[partition], offset + 1)
     finally:
         consumer.close()
     return result
+
+
+@dataclass(frozen=True)
+class Committed:
+    """Per partition, the group's committed offset (-1: none) and the partition's end."""
+
+    offsets: dict[int, int]
+    ends: dict[int, int]
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> Committed:
+    """The group's committed offsets and the high watermarks, asked of the cluster."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        wanted = [TopicPartition(topic, p) for p in range(partitions)]
+        offsets = {tp.partition: tp.offset for tp in consumer.committed(wanted, timeout=30)}
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}  # fmt: skip
+    finally:
+        consumer.close()
+    return Committed(offsets, ends)

@@ -17,9 +17,11 @@ def fetch_partitions(
     max_wait_ms: int = 500,
     partition_max_bytes: int = 1 << 20,
     session: tuple[int, int] = (0, -1),
+    leader_epoch: int = -1,
 ) -> FetchRequest:
     """A fetch of ``partitions`` (topic name -> indexes), each from ``offset``; ``session``:
-    (id, epoch), sessionless by default, (0, 0) opens one."""
+    (id, epoch), sessionless by default, (0, 0) opens one; ``leader_epoch``: the current leader
+    epoch named for each partition (-1: unknown)."""
     return FetchRequest(
         max_wait_ms=max_wait_ms,
         min_bytes=1,
@@ -32,6 +34,7 @@ def fetch_partitions(
                 partitions=[
                     FetchPartition(
                         partition=index,
+                        current_leader_epoch=leader_epoch,
                         fetch_offset=offset,
                         partition_max_bytes=partition_max_bytes,
                     )

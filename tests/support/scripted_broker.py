@@ -26,6 +26,13 @@
 #     unknown partition is UNKNOWN_TOPIC_OR_PARTITION; `offset_errors` answers a partition with
 #     an error code instead. `break_on` closes the connection instead of answering the next
 #     requests of an API (a broker that goes away: the proxy's channel fails them).
+#   - Leader epochs (`new_leader_epoch`: the partition's leadership moved): a Fetch naming an
+#     older current_leader_epoch is answered FENCED_LEADER_EPOCH for that partition, with the
+#     current leader, at once or as soon as the epoch moves while it waits (Kafka's
+#     DelayedFetch); -1 (unknown) is never fenced.
+#   - `go_down()`: the process dies (kill -9): every connection ends at once, and connects are
+#     refused until `down` is set False again. `freeze()`: it hangs (SIGSTOP): connections stay
+#     open and are accepted, but no request is answered until `thaw()`.
 #
 # Time is trio's, so under MockClock/autojump every delay is exact virtual time. Connections
 # come from ScriptedDialer (the proxy's Dialer protocol): one trio memory stream pair per
@@ -41,6 +48,7 @@ from dataclasses import dataclass
 import trio
 import trio.testing
 
+from proxy.errors import UpstreamUnavailable
 from proxy.routing import Address
 from testbed.sasl_front import TOPIC_AUTHORIZATION_FAILED, fetch_denied
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
@@ -60,7 +68,7 @@ from wire.messages import (
     SaslHandshakeResponse,
 )
 from wire.messages.api_versions_response import ApiVersion
-from wire.messages.fetch_response import FetchableTopicResponse, PartitionData
+from wire.messages.fetch_response import FetchableTopicResponse, LeaderIdAndEpoch, PartitionData
 from wire.messages.list_offsets_request import ListOffsetsRequest
 from wire.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -76,6 +84,7 @@ from wire.messages.produce_response import PartitionProduceResponse, TopicProduc
 
 __all__ = [
     "BROKER",
+    "FENCED_LEADER_EPOCH",
     "NODE_ID",
     "TOPIC_AUTHORIZATION_FAILED",
     "UNKNOWN_TOPIC_OR_PARTITION",
@@ -88,6 +97,7 @@ NODE_ID = 1
 #: Where the scripted broker says it is (only ever dialled through ScriptedDialer).
 BROKER = Address("broker-1", 9092)
 UNKNOWN_TOPIC_OR_PARTITION = 3
+FENCED_LEADER_EPOCH = 74
 
 
 SASL_AUTHENTICATION_FAILED = 58
@@ -156,6 +166,12 @@ class ScriptedBroker:
         #: Connections being served now (the proxy's upstream sockets that are open).
         self.open_connections = 0
         self._appended = trio.lowlevel.ParkingLot()
+        #: Refuses connections (see ``go_down``).
+        self.down = False
+        self._connections: set[trio.CancelScope] = set()
+        self._thawed: trio.Event | None = None  # set while frozen
+        #: Leader epoch per partition (0 until `new_leader_epoch`).
+        self.leader_epochs: dict[tuple[str, int], int] = {}
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         for index in range(partitions):
@@ -166,6 +182,12 @@ class ScriptedBroker:
         self.logs[(topic, partition)].append(records)
         self._appended.unpark_all()
 
+    def new_leader_epoch(self, topic: str, partition: int) -> None:
+        """The partition's leadership moved: fetches naming the old epoch are fenced."""
+        key = (topic, partition)
+        self.leader_epochs[key] = self.leader_epochs.get(key, 0) + 1
+        self._appended.unpark_all()
+
     def fetches(self) -> int:
         """Fetch requests received so far (the proxy's first looks, re-fetches, watcher polls)."""
         return sum(1 for api_key, _ in self.requests if api_key == ApiKey.FETCH)
@@ -174,13 +196,32 @@ class ScriptedBroker:
         """When each ListOffsets request was received (virtual time)."""
         return [at for api_key, at in self.requests if api_key == ApiKey.LIST_OFFSETS]
 
+    def go_down(self) -> None:
+        """Die like a killed broker: every connection ends now, new ones are refused."""
+        self.down = True
+        for connection in self._connections:
+            connection.cancel()
+
+    def freeze(self) -> None:
+        """Hang like a stopped process: requests are read, none is answered until thawed."""
+        if self._thawed is None:
+            self._thawed = trio.Event()
+
+    def thaw(self) -> None:
+        thawed, self._thawed = self._thawed, None
+        if thawed is not None:
+            thawed.set()
+
     async def serve(self, stream: trio.abc.Stream) -> None:
-        """Answer one connection's requests in order until it closes."""
+        """Answer one connection's requests in order until it closes or the broker dies."""
         self.open_connections += 1
-        try:
-            await self._serve(stream)
-        finally:
-            self.open_connections -= 1
+        with trio.CancelScope() as alive:
+            self._connections.add(alive)
+            try:
+                await self._serve(stream)
+            finally:
+                self._connections.discard(alive)
+                self.open_connections -= 1
 
     async def _serve(self, stream: trio.abc.Stream) -> None:
         decoder = FrameDecoder()
@@ -198,6 +239,8 @@ class ScriptedBroker:
                     return  # CLOSED
                 if self._breaks(body):
                     return
+                while self._thawed is not None:
+                    await self._thawed.wait()
                 try:
                     answer = await self._answer(body, session)
                 except _CloseAfter as close:
@@ -367,7 +410,7 @@ class ScriptedBroker:
             with trio.move_on_after(request.max_wait_ms / 1000) as waited:
                 if not self.long_poll:
                     await trio.sleep_forever()
-                while self._fetchable(request) < request.min_bytes:
+                while self._fetchable(request) < request.min_bytes and not self._fenced(request):
                     await self._appended.park()
             if waited.cancelled_caught and self.late_fetch_s:
                 await trio.sleep(self.late_fetch_s)
@@ -375,6 +418,12 @@ class ScriptedBroker:
         for topic in request.topics:
             partitions = []
             for wanted in topic.partitions:
+                epoch = self.leader_epochs.get((topic.topic, wanted.partition), 0)
+                if 0 <= wanted.current_leader_epoch < epoch:
+                    leader = LeaderIdAndEpoch(leader_id=NODE_ID, leader_epoch=epoch)
+                    partitions.append(PartitionData(partition_index=wanted.partition,
+                        error_code=FENCED_LEADER_EPOCH, current_leader=leader))  # fmt: skip
+                    continue
                 log = self.logs.get((topic.topic, wanted.partition), [])
                 blobs = log[wanted.fetch_offset :][: self.max_blobs_per_fetch]
                 partitions.append(
@@ -411,6 +460,13 @@ class ScriptedBroker:
             topics.append(ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
         return ListOffsetsResponse(topics=topics)
 
+    def _fenced(self, request: FetchRequest) -> bool:
+        return any(
+            0 <= p.current_leader_epoch < self.leader_epochs.get((t.topic, p.partition), 0)
+            for t in request.topics
+            for p in t.partitions
+        )
+
     def _fetchable(self, request: FetchRequest) -> int:
         return sum(
             sum(len(blob) for blob in self.logs.get((t.topic, p.partition), [])[p.fetch_offset :])
@@ -432,6 +488,8 @@ class ScriptedDialer:
 
     async def connect(self, address: Address) -> trio.abc.Stream:
         await trio.lowlevel.checkpoint()
+        if self._broker.down:
+            raise UpstreamUnavailable(f"{address}: connection refused")
         self.connects[address] = self.connects.get(address, 0) + 1
         proxy_end, broker_end = trio.testing.memory_stream_pair()
         self._nursery.start_soon(self._broker.serve, broker_end)
