@@ -577,7 +577,7 @@ class ClientConnection:
                 # The proxy's own refusals (UNSUPPORTED_VERSION to a client newer than the
                 # proxy, UNSUPPORTED_SASL_MECHANISM to one that tries SASL) count as errors.
                 error = peek_error_code(*slot.api, memoryview(slot.response)[_SIZE_BYTES:])
-                outcome = "error" if error else "ok"
+                outcome: Outcome = "error" if error else "ok"
                 self._report(slot, error, len(slot.response), trio.current_time(), outcome)
             elif isinstance(slot, HeldProduce):
                 if not await self._answer_produce(slot):
