@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.processes import free_port
+from testbed.processes import free_port, stop_gracefully
 
 __all__ = ["Prometheus", "PrometheusError", "running_prometheus", "tool"]
 
@@ -132,10 +132,4 @@ def running_prometheus(
             time.sleep(0.1)
         yield prometheus
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        proc.wait(timeout=10)
+        stop_gracefully(proc)  # its TSDB closes cleanly on SIGTERM

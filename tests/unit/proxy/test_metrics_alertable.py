@@ -11,23 +11,12 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
-
 from proxy.memory import MemoryPool
 from proxy.metrics import REFUSAL_REASONS, Metrics
 from proxy.readiness import Readiness
+from tests.unit.proxy.test_metrics import _scrape
 
 PROXY = Path(__file__).resolve().parents[3] / "proxy"
-
-
-def _scrape(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = generate_latest(metrics.registry).decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def _named(seen: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> dict:
