@@ -19,6 +19,12 @@
 # No ``_created`` series: they double the counter series for a timestamp nobody graphs, so
 # they are turned off process-wide (prometheus-client's disable_created_metrics).
 #
+# Counters that alerts watch (connections refused and closed by reason, upstream connects and
+# metadata refreshes by result) have every label value from the start at 0: Prometheus's increase()
+# cannot see the step from "no series" to 1, so an alert on the first refusal or the first
+# failed refresh would otherwise stay silent. Readiness (/readyz) is exported too, as
+# ``ready`` and ``not_ready{cause}``, so a rule can alert on it without probing HTTP.
+#
 # Purgatories: proxy/held/service.py attaches the fetch and produce purgatories with
 # ``attach_purgatory``; ``upstream_fetches_total`` counts what held fetches cost the cluster.
 # With [fetch] hold = false nothing is attached and the purgatory families are absent from
@@ -49,16 +55,42 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from proxy.errors import ConnectionClosed
 from proxy.memory import MemoryPool
 
 if TYPE_CHECKING:
     from proxy.held.partition_state import PartitionStates
     from proxy.purgatory import Purgatory
+    from proxy.readiness import Readiness
     from proxy.request_log import RequestLog, RequestRecord
 
-__all__ = ["LATENCY_BUCKETS_S", "Metrics"]
+__all__ = ["LATENCY_BUCKETS_S", "REFUSAL_REASONS", "Metrics"]
 
 PREFIX = "purgatory_proxy"
+
+#: Every reason a connection is refused at accept (proxy/connection/admission.py and the
+#: descriptor budget in listeners.py): the labels of connections_refused_total.
+REFUSAL_REASONS = (
+    "max_connections",
+    "descriptors",
+    "max_connections_per_ip",
+    "creation_rate",
+    "creation_rate_per_ip",
+)
+_RESULTS = ("ok", "failed")
+
+
+def _close_reasons() -> set[str]:
+    """Every label connections_closed_total can carry: each ConnectionClosed's kind (the tree
+    in proxy/errors.py), and shutdown (a connection ended by the drain)."""
+    kinds = {ConnectionClosed.kind, "shutdown"}
+    pending = [ConnectionClosed]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            kinds.add(subclass.kind)
+            pending.append(subclass)
+    return kinds
+
 
 #: Latency buckets in seconds: sub-millisecond forwarding up to long-poll fetches (Kafka's
 #: fetch.max.wait.ms is 500 ms by default; consumers often use seconds).
@@ -176,6 +208,13 @@ class Metrics:
             ["side", "result"],
             registry=r,
         )
+        for reason in REFUSAL_REASONS:  # at 0 from the start: see the header
+            self.connections_refused.labels(reason)
+        for kind in _close_reasons():
+            self.connections_closed.labels(kind)
+        for result in _RESULTS:
+            self.upstream_connects.labels(result)
+            self.metadata_refreshes.labels(result)
         self._state = _StateCollector(pool)
         r.register(self._state)
         self._apis: dict[str, _ApiSeries] = {}
@@ -191,6 +230,10 @@ class Metrics:
     def attach_purgatory(self, operation: str, purgatory: Purgatory) -> None:
         """Export ``purgatory``'s counters with label ``operation`` ("fetch", "produce")."""
         self._state.purgatories[operation] = purgatory
+
+    def attach_readiness(self, readiness: Readiness) -> None:
+        """Export ``readiness`` (what /readyz answers) as ``ready`` and ``not_ready{cause}``."""
+        self._state.readiness = readiness
 
     def attach_partition_states(self, states: PartitionStates) -> None:
         """Export the size of the held fetches' partition-state table and its evictions."""
@@ -331,11 +374,14 @@ class _StateCollector(Collector):
         self.request_log: RequestLog | None = None
         self.purgatories: dict[str, Purgatory] = {}
         self.partition_states: PartitionStates | None = None
+        self.readiness: Readiness | None = None
 
     def describe(self) -> list[Metric]:
         return []  # families vary with what is attached; auto-describe would call collect
 
     def collect(self) -> Iterator[Metric]:
+        if self.readiness is not None:
+            yield from _readiness_families(self.readiness)
         stats = self.pool.statistics()
         yield _gauge(
             "memory_pool_available_bytes",
@@ -441,6 +487,23 @@ class _StateCollector(Collector):
             yield _gauge(
                 "fanin_held_fetches", "Client fetches held in the proxy now.", fetch.pending
             )
+
+
+def _readiness_families(readiness: Readiness) -> Iterator[Metric]:
+    causes = readiness.causes()
+    yield _gauge(
+        "ready", "1 when /readyz answers 200, 0 while any cause keeps the proxy unready.",
+        0 if causes else 1,
+    )  # fmt: skip
+    not_ready = GaugeMetricFamily(
+        f"{PREFIX}_not_ready",
+        "1 for each cause keeping the proxy unready now (listeners, metadata, upstream_auth, "
+        "broker, shutdown); /readyz says why in words.",
+        labels=["cause"],
+    )
+    for cause in causes:
+        not_ready.add_metric([cause], 1)
+    yield not_ready
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -40,6 +40,10 @@ class Readiness:
         """Every reason in the order its cause first blocked; empty means ready."""
         return list(self._reasons.values())
 
+    def causes(self) -> list[str]:
+        """The causes blocking now, in the same order (a fixed vocabulary, metric labels)."""
+        return list(self._reasons)
+
     def __bool__(self) -> bool:
         raise TypeError("use Readiness.reasons(): truth of a Readiness is ambiguous")
 

@@ -142,6 +142,7 @@ async def serve(
         tight_fraction=config.memory.tight_fraction,
     )
     metrics = Metrics(pool)
+    metrics.attach_readiness(readiness)
     if server_tls is not None:  # failed handshakes by listener and reason class (issue 16)
         failures = metrics.tls_handshake_failures
         server_tls.on_failure = lambda listener, reason: failures.labels(listener, reason).inc()

@@ -4,6 +4,10 @@
 #   openjdk-17-jdk-headless    javac + java for the Java client (tests/compat/_java.py)
 #   maven                      resolves kafka-clients for the Java client (examples/java/pom.xml)
 #                              and the broker (testbed/kafka/pom.xml) from Maven Central
+#   prometheus                 prometheus and promtool: tests/deploy/test_prometheus.py scrapes a
+#                              running proxy and evaluates the Grafana dashboard's queries and
+#                              deploy/prometheus/alerts.yml (its own server on a free loopback
+#                              port; the packaged service is not used and is stopped here)
 #
 # Go is not a Debian package here: the Go clients (franz-go, sarama, kafka-go) are built from
 # the Go module proxy at test time (tests/compat/go, tests/compat/_go.py) and need the Go of
@@ -21,6 +25,8 @@ declare -A PACKAGE_FOR=(
   [javac]=openjdk-17-jdk-headless
   [java]=openjdk-17-jdk-headless
   [mvn]=maven
+  [prometheus]=prometheus
+  [promtool]=prometheus
 )
 # The Go the modules in tests/compat/go need (their go.mod's go line).
 GO_NEEDED=1.26
@@ -47,7 +53,7 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   check_go
-  echo "install-system-deps: kcat, java, javac, mvn and go $GO_NEEDED+ already installed"
+  echo "install-system-deps: kcat, java, javac, mvn, prometheus and go $GO_NEEDED+ already installed"
   exit 0
 fi
 
@@ -74,6 +80,11 @@ export DEBIAN_FRONTEND=noninteractive
 # The JDK's postinst needs this directory, which slim Debian images leave out.
 "${as_root[@]}" mkdir -p /usr/share/man/man1
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}"
+# Debian's prometheus package enables and starts its own server on :9090 where systemd runs;
+# the tests start theirs, so a service this script brought in is stopped again.
+if [[ " ${packages[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+  "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
 
 for tool in "${!PACKAGE_FOR[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || {

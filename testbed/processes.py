@@ -24,6 +24,7 @@ __all__ = [
     "free_port_run",
     "running_process",
     "running_tansu",
+    "stop_gracefully",
     "wait_for_port",
 ]
 
@@ -38,6 +39,18 @@ def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listened on {host}:{port} within {timeout_s} s")
+
+
+def stop_gracefully(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM, so the process stops what it owns itself; SIGKILL if it has not exited within
+    ``timeout_s``; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    proc.wait(timeout=timeout_s)
 
 
 @dataclass(frozen=True)

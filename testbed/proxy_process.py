@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.processes import stop_gracefully
+
 __all__ = ["ProxyProcess", "running_proxy"]
 
 _READY = re.compile(r"purgatory-proxy listening on (?P<host>\S+):(?P<port>\d+)")
@@ -103,15 +105,8 @@ def running_proxy(
             time.sleep(0.05)
         yield ProxyProcess(found["host"], int(found["port"]), proc.pid, log_path, proc)
     finally:
-        # SIGTERM first, so the proxy stops what it owns (the embedded broker) itself;
-        # SIGKILL only if it does not exit in time.
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        proc.wait(timeout=10)
+        # SIGTERM first, so the proxy stops what it owns (the embedded broker) itself.
+        stop_gracefully(proc)
         log.close()
         if os.environ.get("KEEP_PROXY_LOGS"):
             print(f"proxy log kept at {log_path}", file=sys.stderr)

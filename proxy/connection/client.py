@@ -578,7 +578,11 @@ class ClientConnection:
                 await self._send_forwarded(slot, frame)
             elif isinstance(slot, Local):
                 await out.send_all(slot.response)
-                self._report(slot, None, len(slot.response), trio.current_time(), "ok")
+                # The proxy's own refusals (UNSUPPORTED_VERSION to a client newer than the
+                # proxy, UNSUPPORTED_SASL_MECHANISM to one that tries SASL) count as errors.
+                error = peek_error_code(*slot.api, memoryview(slot.response)[_SIZE_BYTES:])
+                outcome: Outcome = "error" if error else "ok"
+                self._report(slot, error, len(slot.response), trio.current_time(), outcome)
             elif isinstance(slot, HeldProduce):
                 if not await self._answer_produce(slot):
                     return

@@ -32,7 +32,10 @@ from pydantic import BaseModel, ByteSize, TypeAdapter
 from proxy.config import Config, load_config, parse_host_port
 from tests.deploy._chart import CHART, kind, pod_spec, proxy_container, render, values_file
 
-VALUE_FILES = sorted((CHART / "ci").glob("*-values.yaml"))
+#: chart-testing's ci/ files and the deployment examples (managed clusters, docs/deploy.md).
+VALUE_FILES = sorted((CHART / "ci").glob("*-values.yaml")) + sorted(
+    (CHART / "examples").glob("*-values.yaml")
+)
 
 #: Kubernetes versions whose OpenAPI schemas (bundled in kubernetes-validate) each form must pass:
 #: the native sidecar from 1.29 (SidecarContainers on by default), the rest from the oldest
@@ -51,7 +54,7 @@ MODES: dict[str, dict[str, Any]] = {
 #: the chart's defaults: what `helm lint --strict` and `helm template` must accept.
 MATRIX: list[tuple[str, dict[str, Any] | None]] = [
     ("defaults", None),
-    *((f"ci/{p.name}", values_file(p)) for p in VALUE_FILES),
+    *((f"{p.parent.name}/{p.name}", values_file(p)) for p in VALUE_FILES),
     *(
         (
             f"{mode}-requestlog-{'on' if log else 'off'}-metrics-{'on' if metrics else 'off'}",
