@@ -1,15 +1,21 @@
 # Every target installs what it needs into .venv first, so a fresh machine with only
-# Python 3.11 needs no manual step. Two stamps, rebuilt whenever pyproject.toml changes:
+# Python 3.11 needs no manual step. Stamps, rebuilt whenever pyproject.toml changes:
 # `make run` installs the runtime and the embedded broker only (tens of MB, seconds);
-# test, lint, bench and soak add the test, bench and pipeline extras (over 1 GB).
+# `make examples` adds the three Python clients of examples/ (`make report-deps` the report's
+# PySpark); test, lint, bench and soak add the test, bench and pipeline extras (over 1 GB).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RUN_STAMP  := $(VENV)/.installed-run
 FULL_STAMP := $(VENV)/.installed-full
+EXAMPLES_STAMP := $(VENV)/.installed-examples
+REPORT_STAMP := $(VENV)/.installed-report
+# Where `make run` serves /metrics, /healthz and /readyz (loopback). `make run METRICS=` leaves
+# it to the configuration ([metrics] listen, empty by default: no HTTP endpoint).
+METRICS ?= 127.0.0.1:9464
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run run-kafka kafka test lint bench fuzz soak clean
+.PHONY: run examples report-deps run-kafka kafka test lint bench fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,13 +24,26 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[broker]'
 	touch $(RUN_STAMP)
 
+$(EXAMPLES_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[broker,examples]'
+	touch $(RUN_STAMP) $(EXAMPLES_STAMP)
+
+$(REPORT_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[broker,pipeline]'
+	touch $(RUN_STAMP) $(REPORT_STAMP)
+
 $(FULL_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) --upgrade pip
-	$(PIP) -e '.[broker,test,bench,pipeline]'
-	touch $(RUN_STAMP) $(FULL_STAMP)
+	$(PIP) -e '.[broker,test,bench,pipeline,examples]'
+	touch $(RUN_STAMP) $(EXAMPLES_STAMP) $(REPORT_STAMP) $(FULL_STAMP)
 
+# ARGS go last, so an ARGS --metrics wins over METRICS.
 run: $(RUN_STAMP)
-	$(BIN)/purgatory-proxy run $(ARGS)
+	$(BIN)/purgatory-proxy run $(if $(METRICS),--metrics $(METRICS)) $(ARGS)
+
+examples: $(EXAMPLES_STAMP)
+
+report-deps: $(REPORT_STAMP)
 
 # Apache Kafka (both lines the tests run) from Maven Central into ~/.cache/purgatory-proxy.
 kafka: $(FULL_STAMP)
@@ -32,7 +51,7 @@ kafka: $(FULL_STAMP)
 
 # The proxy in front of a one-node Apache Kafka started on a free loopback port.
 run-kafka: kafka
-	$(BIN)/python -m testbed.run_kafka $(ARGS)
+	$(BIN)/python -m testbed.run_kafka $(if $(METRICS),--metrics $(METRICS)) $(ARGS)
 
 test: $(FULL_STAMP)
 	bash scripts/install-system-deps.sh

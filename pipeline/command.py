@@ -18,8 +18,8 @@ from pipeline.inputs import unusable_local_logs
 __all__ = ["add_arguments", "run"]
 
 INSTALL_HINT = (
-    "purgatory-proxy report needs the [pipeline] extra (pyspark, matplotlib): "
-    "pip install 'purgatory-proxy[pipeline]' (or run `make test`, which installs it)"
+    "purgatory-proxy report needs the [pipeline] extra (pyspark, matplotlib): in the "
+    "repository, `make report-deps` (or `.venv/bin/pip install -e '.[pipeline]'`)"
 )
 #: Exit code of a report the user can fix (as argparse's usage errors).
 USER_ERROR = 2

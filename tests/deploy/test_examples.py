@@ -1,33 +1,39 @@
-"""Every script in examples/ runs through the real proxy.
+"""What README.md and examples/README.md tell a new user to run, run as written.
 
-One proxy process (with its embedded Tansu broker, or in front of $KAFKA_BOOTSTRAP) serves all
-examples; each example is run as a user would run it, with --bootstrap pointing at the proxy,
-and must exit 0 having printed one "produced" and one "consumed" line per record, with the
-consumed records exactly the produced ones. Session timeouts are short (2 s) on Tansu, which
-holds JoinGroup for about half of it (DESIGN "Known quirks").
+`make run` itself (the ports moved to free ones: the one change a test has to make) with the
+embedded Tansu broker behind it, or `--upstream $KAFKA_BOOTSTRAP` when that is set; its
+/healthz, /readyz and /metrics; `make examples`; then every command of examples/README.md's
+"run it" column, with the proxy's address in place of 127.0.0.1:9092. Each must exit 0 having
+printed one "produced" and one "consumed" line per record, the consumed records exactly the
+produced ones.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
-import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from testbed.proxy_process import ProxyProcess, running_proxy
+from testbed.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-COUNT = 5
+EXAMPLES_README = ROOT / "examples" / "README.md"
+#: The address the documentation uses for the proxy.
+DOCUMENTED_BOOTSTRAP = "127.0.0.1:9092"
 #: As the other broker-backed tests: another cluster when $KAFKA_BOOTSTRAP is set.
 UPSTREAM = os.environ.get("KAFKA_BOOTSTRAP")
-#: Apache Kafka refuses session timeouts under group.min.session.timeout.ms (6000).
-SESSION_TIMEOUT_MS = 2000 if UPSTREAM is None else 6000
+_GUARD_S = 180  # hang guard: a first Java run compiles the example
 
+_COMMAND_CELL = re.compile(r"^\| \[`[^`]+`\]\([^)]+\) \| `(?P<command>[^`]+)` \|", re.MULTILINE)
 _RECORD = re.compile(
     r"^(?P<kind>produced|consumed|read) partition=(?P<partition>\d+) offset=(?P<offset>\d+)"
     r"(?: key=(?P<key>\S+) value=(?P<value>.*))?$",
@@ -35,27 +41,79 @@ _RECORD = re.compile(
 )
 
 
+def documented_commands() -> list[str]:
+    """The "run it" column of examples/README.md's table."""
+    commands = [m["command"] for m in _COMMAND_CELL.finditer(EXAMPLES_README.read_text())]
+    assert len(commands) >= 5, "examples/README.md's table lost its commands"
+    return commands
+
+
+@dataclass(frozen=True)
+class MadeRun:
+    """The proxy `make run` started: where clients and the HTTP endpoint reach it."""
+
+    bootstrap: str
+    http: str
+    log: Path
+
+
+def _http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except OSError as error:
+        return 0, str(error)
+
+
 @pytest.fixture(scope="module")
-def proxy() -> Iterator[ProxyProcess]:
-    with running_proxy(UPSTREAM) as running:
-        yield running
-        # SIGTERM, not the context's SIGKILL: a clean exit also stops the embedded broker,
-        # which a killed proxy would leave running.
-        running.stop()
+def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
+    port, metrics = free_port(), free_port()
+    args = f"--listen 127.0.0.1:{port}" + (f" --upstream {UPSTREAM}" if UPSTREAM else "")
+    log = tmp_path_factory.mktemp("make-run") / "make-run.log"
+    with log.open("wb") as out:
+        # Its own session: make, the proxy and the embedded broker stop as one group.
+        proc = subprocess.Popen(
+            ["make", "run", f"METRICS=127.0.0.1:{metrics}", f"ARGS={args}"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        http = f"http://127.0.0.1:{metrics}"
+        deadline = time.monotonic() + _GUARD_S
+        while _http(f"{http}/readyz")[0] != 200:
+            assert proc.poll() is None, f"make run exited {proc.returncode}:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"never ready:\n{log.read_text()}"
+            time.sleep(0.2)
+        yield MadeRun(f"127.0.0.1:{port}", http, log)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
 
 
-def _run(command: list[str], env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(
-        command,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+def test_make_run_serves_health_readiness_and_metrics(made_run: MadeRun) -> None:
+    assert _http(f"{made_run.http}/healthz") == (200, "ok")
+    assert _http(f"{made_run.http}/readyz")[0] == 200
+    status, metrics = _http(f"{made_run.http}/metrics")
+    assert status == 200 and "purgatory_proxy_ready 1.0" in metrics
+    if UPSTREAM is None:
+        said = "no upstream configured: started the embedded Tansu broker"
+        assert said in made_run.log.read_text()
+
+
+def test_make_examples_installs_the_python_clients() -> None:
+    made = subprocess.run(["make", "examples"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, check=False)  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    imported = subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "-c", "import aiokafka, kafka, confluent_kafka"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
 
 
 def _records(output: str, kind: str) -> list[tuple[int, int, str | None, str | None]]:
@@ -66,56 +124,24 @@ def _records(output: str, kind: str) -> list[tuple[int, int, str | None, str | N
     ]
 
 
-def _assert_round_trip(output: str) -> None:
-    produced = _records(output, "produced")
-    consumed = _records(output, "consumed")
-    assert len(produced) == COUNT, output
-    assert sorted(consumed) == sorted(produced), output
-    assert len({value for *_, value in produced}) == COUNT
-
-
-@pytest.mark.parametrize(
-    "script", ["aiokafka_example.py", "kafka_python_example.py", "confluent_kafka_example.py"]
-)
-def test_python_example(proxy: ProxyProcess, script: str) -> None:
-    # Tansu only: its InitProducerId fails aiokafka's idempotent producer (DESIGN "Known quirks").
-    tansu_only = ["--no-idempotence"] if UPSTREAM is None and script.startswith("aiokafka") else []
-    output = _run(
-        [
-            sys.executable, str(EXAMPLES / script), "--bootstrap", proxy.bootstrap,
-            "--count", str(COUNT), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
-            "--timeout-s", "45", *tansu_only,
-        ]
+@pytest.mark.parametrize("command", documented_commands())
+def test_documented_example_command(made_run: MadeRun, command: str) -> None:
+    assert DOCUMENTED_BOOTSTRAP in command, command
+    ran = subprocess.run(
+        ["bash", "-c", command.replace(DOCUMENTED_BOOTSTRAP, made_run.bootstrap)],
+        cwd=ROOT, capture_output=True, text=True, timeout=_GUARD_S, check=False,
     )  # fmt: skip
-    _assert_round_trip(output)
-    assert f"via {proxy.bootstrap}: produced {COUNT}, consumed {COUNT}" in output
-
-
-def test_kcat_example(proxy: ProxyProcess) -> None:
-    output = _run(
-        ["bash", str(EXAMPLES / "kcat.sh"), proxy.bootstrap, str(COUNT)],
-        env={"SESSION_TIMEOUT_MS": str(SESSION_TIMEOUT_MS)},
-    )
-    # kcat's delivery report names the slot, not the record: compare slots, and the records
-    # read back without a group with those consumed in the group.
-    produced = {(p, o) for p, o, *_ in _records(output, "produced")}
-    read = _records(output, "read")
-    consumed = _records(output, "consumed")
-    assert len(produced) == COUNT, output
-    assert {(p, o) for p, o, *_ in consumed} == produced
-    assert sorted(read) == sorted(consumed)
-    assert f"consumed {COUNT} in group" in output
-    # The metadata kcat printed lists the proxy's broker listener, not the embedded broker.
-    listener = proxy.wait_for_log(r"broker (\d+) is served at (\S+)")
-    assert f"broker {listener[1]} at {listener[2]}" in output
-
-
-def test_java_example(proxy: ProxyProcess) -> None:
-    output = _run(
-        [
-            "bash", str(EXAMPLES / "java" / "run.sh"), "--bootstrap", proxy.bootstrap,
-            "--count", str(COUNT), "--session-timeout-ms", str(SESSION_TIMEOUT_MS),
-        ],
-    )  # fmt: skip
-    _assert_round_trip(output)
-    assert f"java via {proxy.bootstrap}: produced {COUNT}, consumed {COUNT}" in output
+    output = ran.stdout
+    assert ran.returncode == 0, f"exit {ran.returncode}\n{output}\n{ran.stderr[-3000:]}"
+    produced, consumed = _records(output, "produced"), _records(output, "consumed")
+    assert produced, output
+    if command.startswith("examples/kcat.sh"):
+        # kcat's delivery report names the slot, not the record: compare slots, and what it
+        # read without a group with what the group consumed.
+        assert {(p, o) for p, o, *_ in consumed} == {(p, o) for p, o, *_ in produced}
+        assert sorted(_records(output, "read")) == sorted(consumed)
+        assert f"consumed {len(produced)} in group" in output
+    else:
+        assert sorted(consumed) == sorted(produced), output
+        assert len({value for *_, value in produced}) == len(produced)
+        assert f"produced {len(produced)}, consumed {len(produced)}" in output

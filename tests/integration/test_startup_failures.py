@@ -90,7 +90,8 @@ def test_report_without_the_pipeline_extra_says_what_to_install(tmp_path: Path) 
         without="pyspark",
     )  # fmt: skip
     assert code == 2
-    assert "pip install 'purgatory-proxy[pipeline]'" in _one_line(stderr)
+    line = _one_line(stderr)
+    assert "`make report-deps`" in line and "pip install -e '.[pipeline]'" in line
 
 
 def test_a_bad_list_from_the_environment_names_the_variable() -> None:
