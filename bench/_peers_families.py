@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import resource
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,27 @@ from bench.fanin import QUIET_MARGIN_S, proxy_settings
 from testbed.kafka_cluster import KafkaCluster
 from testbed.kafka_jmx import request_meters
 from testbed.processes import free_port
+
+#: The peers open one upstream connection per client: two descriptors per idle consumer, plus
+#: what the process holds for itself (a JVM's jars and sockets: about 150 measured).
+PEER_DESCRIPTORS_PER_CONSUMER = 2
+PEER_DESCRIPTOR_MARGIN = 300
+PEERS = ("kroxylicious", "kafka-proxy")
+
+
+def peer_descriptors_short(n: int) -> str | None:
+    """Why a peer cannot hold ``n`` idle consumers under this process's RLIMIT_NOFILE (which
+    it inherits), or None. At the limit its consumers never all connect and the run stalls."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    need = PEER_DESCRIPTORS_PER_CONSUMER * n + PEER_DESCRIPTOR_MARGIN
+    if need <= soft:
+        return None
+    return (
+        f"not measured: {n:,} consumers need about {need:,} descriptors in a forwarder that "
+        f"opens one upstream connection per client, and RLIMIT_NOFILE here is {soft:,} "
+        f"(raising the hard limit was refused)"
+    )
+
 
 __all__ = ["Families", "Run"]
 
@@ -224,6 +246,9 @@ class Families:
         quiet_s = config.fanin_upstream_idle_ms / 1000 + QUIET_MARGIN_S
 
         def fan_in(name: str, n: int, wait_ms: int) -> list[Row]:
+            short = peer_descriptors_short(n) if name in PEERS else None
+            if short is not None:
+                return [{"error": short}]
             env = proxy_settings(n, config.fanin_upstream_idle_ms)
             metrics = free_port()
             route = running_route(
