@@ -111,7 +111,6 @@ from proxy.rewrite import (
     LocalAnswer,
     RequestPlan,
     plan_request,
-    produce_timed_out,
     rewrite_response,
 )
 from proxy.stream_address import stream_address
@@ -147,8 +146,8 @@ _FIRST_PIECE_BYTES = 64 * 1024
 
 @dataclass(slots=True)
 class _HeldAnswer:
-    """The produce whose answer the response pump awaits under its deadline (see
-    ``_pump_responses``); ``frame`` is set when the answer came as the deadline passed."""
+    """The produce whose answer the response pump awaits until the purgatory expires it (see
+    ``_pump_responses``); ``frame`` is the broker's, when it came as the produce expired."""
 
     slot: HeldProduce
     operation: DelayedProduce
@@ -521,12 +520,13 @@ class ClientConnection:
     async def _pump_responses(self) -> None:
         """Answer every owed slot in order until the request side has ended.
 
-        A held produce's answer is awaited under ``self._answer_wait`` with the produce's
-        deadline; one scope serves every produce until one expires (a scope per produce cost
-        ~15 us in profiles, more than the rest of holding it). Leaving the scope — the deadline
-        won, or the answer arrived as it passed — lands here, where the produce is settled and
-        a fresh scope is opened. Around it all, ``self._send_scope``: its deadline stands only
-        while a write waits for the client (connections.send_timeout_ms).
+        A held produce's answer is awaited under ``self._answer_wait``, a scope with no
+        deadline: the produce purgatory's wheel expires the produce, and its ``on_expiration``
+        cancels the scope and makes the REQUEST_TIMED_OUT answer (proxy/held/delayed.py). One
+        scope serves every produce until one expires (a scope per produce cost ~15 us in
+        profiles); leaving it lands here, where the answer is sent and a fresh scope opened.
+        Around it all, ``self._send_scope``: its deadline stands only while a write waits for
+        the client (connections.send_timeout_ms).
         """
         with self._send_scope:
             while True:
@@ -536,17 +536,14 @@ class ClientConnection:
                     if self._held_answer is None:
                         return  # the request side ended; every response was sent
                 held = self._held_answer
-                assert held is not None
+                assert held is not None and held.operation.answer is not None
                 self._held_answer = None
-                slot = held.slot
-                if held.frame is not None:
-                    held.operation.force_complete()
+                slot, timed_out = held.slot, held.operation.answer
+                if held.frame is not None:  # the broker's answer is the truth: it is sent
                     await self._send_produce_answer(slot, held.frame)
                     continue
-                held.operation.expire()
                 self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
                 self._upstream.expect_late_answer()  # ... and must, unless the broker hangs
-                timed_out = produce_timed_out(slot.plan)
                 await self._client_out.send_all(timed_out)
                 self._processing(-slot.arrival.request_bytes)
                 self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
@@ -557,8 +554,8 @@ class ClientConnection:
         )
 
     async def _answer_in_order(self) -> None:
-        """Answer slots in order; return when the request side has ended, or when a held
-        produce's deadline passed as its answer arrived (``self._held_answer.frame`` set)."""
+        """Answer slots in order; return when the request side has ended (a held produce's
+        expiry cancels the caller's ``self._answer_wait`` instead)."""
         conn, out = self._conn, self._client_out
         while True:
             slot = conn.next_owed()
@@ -640,29 +637,28 @@ class ClientConnection:
             )
 
     async def _answer_produce(self, slot: HeldProduce) -> bool:
-        """Hold a produce until its answer (sent, True) or its deadline (False: the caller
-        leaves ``self._answer_wait``, see ``_pump_responses``)."""
+        """Hold a produce in the purgatory until its answer, and send it (True). Its expiry
+        cancels ``self._answer_wait``, and ``_pump_responses`` sends the timeout's answer; if
+        the broker's came as it expired, False: that one is sent there, outside the scope."""
         assert self._held is not None
         correlation_id = slot.plan.header.correlation_id
         timeout_ms = slot.produced.timeout_ms
         ready = self._upstream.peek()
         if timeout_ms <= 0 or (ready is not None and answered_id(ready) == correlation_id):
-            # Already answered (pipelined answers come in batches): nothing to hold, no
-            # deadline to move (a purgatory entry and two deadline moves cost ~12 µs).
+            # Already answered (pipelined answers come in batches): nothing to hold (a
+            # purgatory entry costs more than the rest of answering it).
             await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
             return True
         waited_ms = math.floor((trio.current_time() - slot.arrival.sent_s) * 1000)
-        operation = self._held.hold_produce(max(0, timeout_ms - waited_ms))
+        operation = self._held.hold_produce(
+            max(0, timeout_ms - waited_ms), slot.plan, self._answer_wait
+        )
         self._held_answer = held = _HeldAnswer(slot, operation)
-        wait = self._answer_wait
-        wait.deadline = operation.expiration_ms / 1000
-        frame = await self._upstream.answer(correlation_id)  # Cancelled: the deadline won
-        wait.deadline = math.inf
-        if wait.cancel_called:  # it passed as the answer came: settle it outside the scope
+        frame = await self._upstream.answer(correlation_id)  # Cancelled: it expired
+        if not operation.answered(frame):  # it expired as the answer came
             held.frame = frame
             return False
         self._held_answer = None
-        operation.force_complete()
         await self._send_produce_answer(slot, frame)
         return True
 

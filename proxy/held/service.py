@@ -71,6 +71,7 @@ from proxy.held.watcher import UpstreamWatcher
 from proxy.memory import Lease, LeaseShare, MemoryPool, SharedLease
 from proxy.metrics import Metrics
 from proxy.purgatory import Purgatory, current_time_ms
+from proxy.rewrite import RequestPlan
 from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
 from proxy.upstream.dialer import Dialer
@@ -639,13 +640,13 @@ class HeldRequests:
 
     # -- the produce side ----------------------------------------------------------------
 
-    def hold_produce(self, delay_ms: int) -> DelayedProduce:
-        """A produce waiting up to ``delay_ms`` for its answer, held in the produce purgatory.
-
-        The holder completes it when the answer comes (``force_complete``) or expires it when
-        its own deadline passes (``expire``); its ``expiration_ms`` is that deadline.
-        """
-        operation = DelayedProduce(delay_ms)
+    def hold_produce(
+        self, delay_ms: int, plan: RequestPlan, interrupt: trio.CancelScope
+    ) -> DelayedProduce:
+        """A produce waiting up to ``delay_ms`` for its answer, held in the produce purgatory:
+        the holder completes it with the answer (``answered``); the wheel expires it, which
+        cancels ``interrupt`` (the holder's wait) and makes the REQUEST_TIMED_OUT answer."""
+        operation = DelayedProduce(delay_ms, plan, interrupt)
         self.produces.try_complete_else_watch(operation, ())
         return operation
 
