@@ -104,7 +104,7 @@ from proxy.errors import (
 )
 from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter, WriteTimeout
 from proxy.held.delayed import DelayedProduce
-from proxy.held.service import FetchTicket
+from proxy.held.ticket import FetchTicket
 from proxy.memory import Lease, Turn
 from proxy.outcomes import Outcome
 from proxy.rewrite import (

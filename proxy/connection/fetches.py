@@ -59,11 +59,13 @@ from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, s
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch, HeldRepeat
 from proxy.connection.upstream_link import UpstreamLink
+from proxy.held.decision import FetchDecision
 from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_answer import nothing_to_tell
 from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.fetch_session import ContextKind, FetchContext
-from proxy.held.service import FetchTicket, HeldRequests
+from proxy.held.service import HeldRequests
+from proxy.held.ticket import FetchTicket
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.outcomes import Outcome
@@ -198,7 +200,11 @@ class ClientFetches:
         # Repeats are learnt from fetches the proxy knows have nothing new (an active
         # consumer's differ each time, and learning costs three encodes), never in
         # passthrough (which plans only what its connection has read).
-        if self._known is None and ticket.nothing_new and _may_repeat(request, ticket.context):
+        if (
+            self._known is None
+            and ticket.decision is FetchDecision.HOLD
+            and _may_repeat(request, ticket.context)
+        ):
             self._learn_repeat(plan, body, request, ticket)
         return ticket
 
@@ -230,7 +236,7 @@ class ClientFetches:
             await self._turn.acquire()
         self._tickets.add(ticket)
         first_look: FetchRequest | None = None
-        if ticket.ask_upstream and link.is_open and not self._passthrough:
+        if ticket.decision is FetchDecision.FETCH and link.is_open and not self._passthrough:
             first_look = held.immediate_request(ticket)
         self._predictions.fetched(first_look)
         ahead, self._ahead = self._ahead, None
@@ -238,7 +244,7 @@ class ClientFetches:
             version = plan.header.api_version
             if first_look is not None and serves(ahead, first_look, version, link.generation):
                 # Its first look is asked already (perhaps answered): no new upstream request.
-                ticket.lease = ahead.lease
+                ticket.pay(ahead.lease)
                 self._looked = ahead.request
                 self._aheads_used.inc()
                 slot = HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s),
@@ -246,7 +252,7 @@ class ClientFetches:
                 await owe(slot)
                 return
             self._discard(ahead, self._aheads_discarded)
-        if ticket.nothing_new and held.hold_now(ticket, self._respond_wake):
+        if ticket.decision is FetchDecision.HOLD and held.hold_now(ticket, self._respond_wake):
             # Held already: the response pump is woken by the end of the hold, not now.
             await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
             return
@@ -259,7 +265,7 @@ class ClientFetches:
                 lease = await self._pool.allocate(held.response_max_bytes)
                 muted_s += trio.current_time() - parked_s
             lease.hand_off()  # released by finish (ticket.release)
-            ticket.lease = lease
+            ticket.pay(lease)
             header = plan.header
             body = encode(first_look, header.api_version)
             first = framed(encode_request_header(header), body)

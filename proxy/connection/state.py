@@ -40,14 +40,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
-from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.service import FetchTicket
+from proxy.held.ticket import FetchTicket
 from proxy.rewrite import ProducedPartitions, RequestPlan
 from wire.sentinel import Sentinel
+
+if TYPE_CHECKING:
+    from proxy.held.delayed import DelayedFetch  # (a type only: this module is trio-free)
 
 __all__ = [
     "NEED_REQUEST",

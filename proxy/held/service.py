@@ -46,6 +46,7 @@ import trio
 
 from proxy.config import Config
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
+from proxy.held.decision import FetchDecision, decide_fetch
 from proxy.held.delayed import DelayedFetch, DelayedProduce
 from proxy.held.fetch_answer import (
     FetchResults,
@@ -67,8 +68,9 @@ from proxy.held.fetch_session import (
 )
 from proxy.held.offset_watcher import OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.ticket import FetchTicket
 from proxy.held.watcher import UpstreamWatcher
-from proxy.memory import Lease, LeaseShare, MemoryPool, SharedLease
+from proxy.memory import MemoryPool, SharedLease
 from proxy.metrics import Metrics
 from proxy.purgatory import Purgatory, current_time_ms
 from proxy.rewrite import RequestPlan
@@ -78,7 +80,7 @@ from proxy.upstream.dialer import Dialer
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
-__all__ = ["BrokerAddresses", "FetchReads", "FetchTicket", "HeldRequests"]
+__all__ = ["BrokerAddresses", "FetchReads", "HeldRequests"]
 
 log = logging.getLogger("purgatory_proxy.held.service")
 
@@ -87,70 +89,6 @@ _REFETCH_CHANNELS = 4
 #: How often the partition-state table is swept while it may hold partitions nothing names
 #: (proxy/held/partition_state.py): such an entry lives at most two periods.
 _SWEEP_INTERVAL_S = 10.0
-
-
-@dataclass(slots=True, eq=False)  # identity: a connection keeps a set of its tickets
-class FetchTicket:
-    """One client fetch on its way through the proxy.
-
-    Attributes:
-        request: the client's request, decoded.
-        version: its Fetch version (the upstream fetches use the same one).
-        node_id: the broker it was sent to.
-        context: its session context (proxy/held/fetch_session.py).
-        deadline_ms: arrival + max_wait_ms, on the purgatory's clock.
-        ask_upstream: an immediate fetch must go upstream (False: the proxy knows there is
-            nothing new, or the context is a session error).
-        nothing_new: the proxy knows there is nothing new for it and it may wait: it can
-            enter the purgatory at once (``HeldRequests.hold_now``).
-        lease: the pool memory reserved for the upstream answer the response is built from
-            (a part of it, when the answer is shared: ``HeldRequests._refetch``).
-        held_ms: time spent in the purgatory so far.
-        hold: its wait in the purgatory, entered by ``hold_now`` and not yet awaited.
-    """
-
-    request: FetchRequest
-    version: int
-    node_id: int
-    context: FetchContext
-    deadline_ms: int
-    ask_upstream: bool
-    nothing_new: bool = False
-    lease: Lease | LeaseShare | None = None
-    held_ms: float = 0.0
-    expired: bool = False
-    hold: DelayedFetch | None = None
-    hold_started_s: float = 0.0
-
-    def release(self) -> None:
-        lease, self.lease = self.lease, None
-        if lease is not None and not lease.released:
-            lease.release()
-
-    def abandon(self) -> None:
-        """Its connection ended: return its memory, take its wait out of the purgatory."""
-        self.release()
-        hold, self.hold = self.hold, None
-        if hold is not None:
-            hold.force_complete()
-
-    @classmethod
-    def of_repeat(
-        cls, node_id: int, repeat: FetchRepeat, hold: DelayedFetch, held_from_s: float
-    ) -> FetchTicket:
-        """The ticket of a repeat held by ``HeldRequests.hold_repeat``, for ``answer`` to
-        build its response: its hold (entered at ``held_from_s``) is already done."""
-        ticket = cls(repeat.request, repeat.version, node_id, repeat.context,
-                     hold.expiration_ms, False, nothing_new=True)  # fmt: skip
-        ticket.hold, ticket.hold_started_s = hold, held_from_s
-        return ticket
-
-    def shrink(self, size_bytes: int) -> None:
-        """Trade the response budget for what the answer really takes, now that it is read:
-        a fetch held for seconds keeps a few hundred bytes of the pool, not max_bytes."""
-        lease = self.lease
-        if isinstance(lease, Lease) and not lease.released:
-            lease.shrink_to(max(1, min(size_bytes, lease.size_bytes)))
 
 
 def _broker_gone(error: UpstreamUnavailable) -> UpstreamFailed:
@@ -282,17 +220,13 @@ class HeldRequests:
         if cache is None:
             cache = self._sessions[node_id] = FetchSessionCache(self._session_cache_size)
         context = cache.new_context(request, now_ms)
-        ticket = FetchTicket(
-            request, version, node_id, context, now_ms + max(request.max_wait_ms, 0), True
+        decision = decide_fetch(
+            context,
+            request.max_wait_ms,
+            lambda context: self._nothing_new(context, request.isolation_level, now_ms, known),
         )
-        if context.kind is ContextKind.ERROR or not context.partitions:
-            ticket.ask_upstream = False  # answered at once, with nothing (Kafka does the same)
-        elif request.max_wait_ms > 0 and self._nothing_new(
-            context, request.isolation_level, now_ms, known
-        ):
-            ticket.ask_upstream = False
-            ticket.nothing_new = True
-        return ticket
+        deadline_ms = now_ms + max(request.max_wait_ms, 0)
+        return FetchTicket(request, version, node_id, context, deadline_ms, decision)
 
     def hold_repeat(
         self, node_id: int, repeat: FetchRepeat, epoch: int, wake: trio.lowlevel.ParkingLot
@@ -316,7 +250,12 @@ class HeldRequests:
             return None
         request, context = repeat.request, repeat.context
         isolation, now_ms = request.isolation_level, current_time_ms()
-        if not self._nothing_new(context, isolation, now_ms):
+        decision = decide_fetch(
+            context,
+            request.max_wait_ms,
+            lambda context: self._nothing_new(context, isolation, now_ms),
+        )
+        if decision is not FetchDecision.HOLD:
             return None
         deadline_ms = now_ms + request.max_wait_ms
         operation = self._hold_until(node_id, context, isolation, now_ms, deadline_ms, wake)
@@ -406,7 +345,7 @@ class HeldRequests:
         reads: FetchReads | None = None,
         first: FetchResponse | None = None,
     ) -> FetchResponse:
-        """The client's response: a first look upstream if ``ticket.ask_upstream``, then the
+        """The client's response: a first look upstream if the ticket says FETCH, then the
         fetch held in the purgatory while Kafka would, re-fetched after each wake-up.
 
         ``reads``: the client connection's own fetches (passthrough); None = the broker's
@@ -428,7 +367,7 @@ class HeldRequests:
         if first is not None:
             self._immediate.inc()
             results = self._take(ticket, first, own=False)
-        elif ticket.ask_upstream:
+        elif ticket.decision is FetchDecision.FETCH:
             try:
                 results = await self._refetch(
                     ticket, self._immediate_max_wait_ms, reads, first=True
@@ -521,10 +460,10 @@ class HeldRequests:
                 shared = self._reads[key] = _SharedRead()
                 try:
                     shared.results = await self._read(ticket, max_wait_ms, None, first)
-                    lease = ticket.lease
-                    if shared.waiting and isinstance(lease, Lease):
-                        shared.lease = SharedLease(lease, 1 + shared.waiting)
-                        ticket.lease = shared.lease.part()
+                    own = ticket.own_lease
+                    if shared.waiting and own is not None:
+                        shared.lease = SharedLease(own, 1 + shared.waiting)
+                        ticket.share(shared.lease)
                 except UpstreamUnavailable as error:
                     shared.error = error
                     raise
@@ -544,7 +483,7 @@ class HeldRequests:
                 raise shared.error
             if shared.results is not None:
                 if shared.lease is not None:
-                    ticket.lease = shared.lease.part()
+                    ticket.share(shared.lease)
                 return shared.results
             # The reader's client went away before the answer came: read it ourselves.
 
@@ -553,8 +492,9 @@ class HeldRequests:
     ) -> FetchResults:
         """One upstream fetch for ``ticket`` (``first``: its first look), its response budget
         paid from the pool first."""
-        ticket.lease = lease = await self._pool.allocate(self.response_max_bytes)
+        lease = await self._pool.allocate(self.response_max_bytes)
         lease.hand_off()  # released once the response is written (ticket.release)
+        ticket.pay(lease)
         request = self.immediate_request(ticket, max_wait_ms)
         if reads is not None:
             response = await reads.fetch(request, ticket.version)
