@@ -103,6 +103,7 @@ from proxy.errors import (
     UpstreamFailed,
 )
 from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter, WriteTimeout
+from proxy.held.decision import produce_hold_ms
 from proxy.held.delayed import DelayedProduce
 from proxy.held.ticket import FetchTicket
 from proxy.memory import Lease, Turn
@@ -642,17 +643,17 @@ class ClientConnection:
         the broker's came as it expired, False: that one is sent there, outside the scope."""
         assert self._held is not None
         correlation_id = slot.plan.header.correlation_id
-        timeout_ms = slot.produced.timeout_ms
         ready = self._upstream.peek()
-        if timeout_ms <= 0 or (ready is not None and answered_id(ready) == correlation_id):
-            # Already answered (pipelined answers come in batches): nothing to hold (a
-            # purgatory entry costs more than the rest of answering it).
+        waited_ms = math.floor((trio.current_time() - slot.arrival.sent_s) * 1000)
+        hold_ms = produce_hold_ms(
+            slot.produced.timeout_ms,
+            waited_ms,
+            answered=ready is not None and answered_id(ready) == correlation_id,
+        )
+        if hold_ms is None:  # answered already (pipelined answers come in batches)
             await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
             return True
-        waited_ms = math.floor((trio.current_time() - slot.arrival.sent_s) * 1000)
-        operation = self._held.hold_produce(
-            max(0, timeout_ms - waited_ms), slot.plan, self._answer_wait
-        )
+        operation = self._held.hold_produce(hold_ms, slot.plan, self._answer_wait)
         self._held_answer = held = _HeldAnswer(slot, operation)
         frame = await self._upstream.answer(correlation_id)  # Cancelled: it expired
         if not operation.answered(frame):  # it expired as the answer came
