@@ -653,7 +653,7 @@ class ClientConnection:
         if hold_ms is None:  # answered already (pipelined answers come in batches)
             await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
             return True
-        operation = self._held.hold_produce(hold_ms, slot.plan, self._answer_wait)
+        operation = self._held.produce.hold(hold_ms, slot.plan, self._answer_wait)
         self._held_answer = held = _HeldAnswer(slot, operation)
         frame = await self._upstream.answer(correlation_id)  # Cancelled: it expired
         if not operation.answered(frame):  # it expired as the answer came
@@ -668,7 +668,7 @@ class ClientConnection:
         assert self._held is not None
         await self._send_forwarded(slot, frame)
         names = self._held.names
-        self._held.produced(
+        self._held.produce.produced(
             [names.key(name, topic_id, index)
              for name, topic_id, indexes in slot.produced.topics for index in indexes]
         )  # fmt: skip

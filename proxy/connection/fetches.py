@@ -182,7 +182,7 @@ class ClientFetches:
         if matched is None:
             return None
         correlation_id, epoch = matched
-        hold = self._held.hold_repeat(self._node_id, repeat, epoch, self._respond_wake)
+        hold = self._held.holding.hold_repeat(self._node_id, repeat, epoch, self._respond_wake)
         if hold is None:
             return None
         self._turn.acquire_nowait()  # free: checked above, and nothing awaited since
@@ -196,7 +196,7 @@ class ClientFetches:
         request = decode(FetchRequest, body[plan.body_offset :], version)
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
-        ticket = self._held.plan(self._node_id, request, version, self._known)
+        ticket = self._held.planner.plan(self._node_id, request, version, self._known)
         # Repeats are learnt from fetches the proxy knows have nothing new (an active
         # consumer's differ each time, and learning costs three encodes), never in
         # passthrough (which plans only what its connection has read).
@@ -237,7 +237,7 @@ class ClientFetches:
         self._tickets.add(ticket)
         first_look: FetchRequest | None = None
         if ticket.decision is FetchDecision.FETCH and link.is_open and not self._passthrough:
-            first_look = held.immediate_request(ticket)
+            first_look = held.planner.immediate_request(ticket)
         self._predictions.fetched(first_look)
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
@@ -252,7 +252,9 @@ class ClientFetches:
                 await owe(slot)
                 return
             self._discard(ahead, self._aheads_discarded)
-        if ticket.decision is FetchDecision.HOLD and held.hold_now(ticket, self._respond_wake):
+        if ticket.decision is FetchDecision.HOLD and held.holding.hold_now(
+            ticket, self._respond_wake
+        ):
             # Held already: the response pump is woken by the end of the hold, not now.
             await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
             return
