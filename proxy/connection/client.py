@@ -170,7 +170,7 @@ class ClientConnection:
         # The response pump's only writer; its scope cuts a client that does not take an
         # answer (connections.send_timeout_ms, proxy/framed.py).
         self._send_scope = trio.CancelScope()
-        send_timeout_s = services.config.connections.send_timeout_ms / 1000
+        send_timeout_s = services.settings.send_timeout_s
         self._client_out = StreamWriter(stream, WriteTimeout(self._send_scope, send_timeout_s))
         self.node_id = node_id
         self.connection_id = connection_id
@@ -228,7 +228,7 @@ class ClientConnection:
         metrics = self._services.metrics
         metrics.connections_open.inc()
         internal = False
-        auth_timeout_s = self._services.config.connections.authentication_timeout_ms / 1000
+        auth_timeout_s = self._services.settings.authentication_timeout_s
         if not self._auth.accepted_once:
             self._auth_scope.deadline = trio.current_time() + auth_timeout_s
         try:
@@ -322,16 +322,12 @@ class ClientConnection:
         move per frame, which both showed in profiles.
         """
         services = self._services
-        connections = services.config.connections
-        idle_s = connections.idle_timeout_ms / 1000
-        frame_s = connections.frame_timeout_ms / 1000
-        max_frame = int(services.config.memory.socket_request_max_bytes)
+        settings = services.settings
+        idle_s, frame_s = settings.idle_timeout_s, settings.frame_timeout_s
+        max_frame = settings.request_max_bytes
         auth = self._auth
-        # Frames while a passthrough client's SASL exchange is under way (client_auth.py); a
-        # listener the proxy's own connections reach without SASL has no such phase.
-        sasl_max: int | None = None
-        if auth.passthrough and services.config.upstream.sasl.mechanism:
-            sasl_max = int(services.config.memory.unauthenticated_request_max_bytes)
+        # Frames while a passthrough client's SASL exchange is under way (client_auth.py).
+        sasl_max = settings.sasl_request_max_bytes
         pool, link, fetches, conn = services.pool, self._upstream, self._fetches, self._conn
         turn = Turn()  # this connection's place in the pool's rounds while memory is tight
         timeout = trio.CancelScope()
@@ -548,7 +544,7 @@ class ClientConnection:
                 await self._client_out.send_all(timed_out)
                 self._processing(-slot.arrival.request_bytes)
                 self._report(slot, None, len(timed_out), trio.current_time(), "timeout")
-        timeout_s = self._services.config.connections.send_timeout_ms / 1000
+        timeout_s = self._services.settings.send_timeout_s
         raise SendTimeout(
             f"client did not take its answer within {timeout_s:g} s "
             "(connections.send_timeout_ms); its memory is released"

@@ -101,11 +101,11 @@ class UpstreamLink:
         self._node_id = node_id
         self._conn = conn
         self._shared_sends = shared_sends
-        idle_ms = services.config.connections.upstream_idle_timeout_ms
+        idle_ms = services.settings.upstream_idle_timeout_ms
         self._idle_s = idle_ms / 1000 if idle_ms > 0 and not shared_sends else 0.0
         self._read_ahead = read_ahead
         self._flush_before_wait = flush_before_wait
-        self._answer_grace_s = services.config.connections.upstream_answer_grace_ms / 1000
+        self._answer_grace_s = services.settings.upstream_answer_grace_s
         self._late_due_s: float | None = None  # see `expect_late_answer`
         self._stream: trio.abc.Stream | None = None
         self._reader: FrameReader | None = None
