@@ -45,7 +45,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from proxy.errors import ConnectionClosed, UpstreamFailed
 from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.ticket import FetchTicket
-from proxy.rewrite import ProducedPartitions, RequestPlan
+from proxy.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
+from wire.headers import peek_request_header
 from wire.sentinel import Sentinel
 
 if TYPE_CHECKING:
@@ -85,6 +86,12 @@ class Arrival(NamedTuple):
     muted_s: float
     request_bytes: int
     sent_s: float
+
+    def sent_at(self, sent_s: float, muted_s: float | None = None) -> Arrival:
+        """This request, sent upstream (or queued) at ``sent_s``, after ``muted_s`` in the
+        pool if it waited longer (``_replace`` costs more than building it anew)."""
+        muted = self.muted_s if muted_s is None else muted_s
+        return Arrival(self.arrival_s, self.ts, muted, self.request_bytes, sent_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +204,27 @@ class Connection:
         return f"<Connection owed={len(self._owed)} upstream={len(self._upstream)}>"
 
     # -- the request side ----------------------------------------------------------------
+
+    def receive(
+        self,
+        plan: RequestPlan | LocalAnswer,
+        body: memoryview,
+        arrival: Arrival,
+        *,
+        hold_produce: bool,
+    ) -> Local | Forwarded | HeldProduce | Unanswered:
+        """The slot of a request (``body``: its frame without the size) that is not a fetch
+        the proxy answers: answered here (Local), forwarded with nothing owed (acks=0),
+        forwarded and held for its answer at most its timeout (a produce, when
+        ``hold_produce``), or forwarded. The pump owes it (``owe``) and sends what it says."""
+        if isinstance(plan, LocalAnswer):
+            api = peek_request_header(body)[:2]
+            return Local(plan.correlation_id, api, plan.response, arrival)
+        if not plan.expects_response:
+            return Unanswered(plan, arrival)
+        if plan.produced is not None and hold_produce:
+            return HeldProduce(plan, plan.produced, arrival)
+        return Forwarded(plan, arrival)
 
     @property
     def has_room(self) -> bool:
