@@ -56,6 +56,7 @@ import trio
 from prometheus_client import Counter
 
 from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
+from proxy.connection.fetch_frames import EmptyAnswers, frame_parts, is_empty
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch, HeldRepeat
 from proxy.connection.upstream_link import UpstreamLink
@@ -71,14 +72,11 @@ from proxy.metrics import Metrics
 from proxy.outcomes import Outcome
 from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
 from wire.apis import ApiKey, response_header_version
-from wire.codec import decode, encode, encode_parts
+from wire.codec import decode, encode
 from wire.framing import frame as framed
-from wire.framing import size_prefix
 from wire.headers import (
     RequestHeader,
-    ResponseHeader,
     encode_request_header,
-    encode_response_header,
     parse_response_header,
 )
 from wire.messages.fetch_request import FetchRequest
@@ -87,9 +85,6 @@ from wire.messages.fetch_response import FetchResponse
 __all__ = ["ClientFetches", "FetchAnswer"]
 
 _SIZE_BYTES = 4
-_CORRELATION_ID = slice(_SIZE_BYTES, _SIZE_BYTES + 4)  # the response header's first field
-#: Empty answers kept per connection, by (version, session id): one, unless it changes.
-_EMPTY_ANSWERS_KEPT = 4
 
 
 class FetchAnswer(NamedTuple):
@@ -151,8 +146,7 @@ class ClientFetches:
         # A held repeat's wait, and the ticket its answer made if news came, until answered.
         self._repeat_hold: DelayedFetch | None = None
         self._repeat_ticket: FetchTicket | None = None
-        # Encoded empty answers by (version, session id), correlation id 0.
-        self._empty_answers: dict[tuple[int, int], bytes] = {}
+        self._empty_answers = EmptyAnswers()
         # The upstream request of the first look of the fetch whose turn it is, when it went
         # on this connection (what a read-ahead is predicted from), and the read-ahead in
         # flight.
@@ -247,7 +241,7 @@ class ClientFetches:
                 ticket.pay(ahead.lease)
                 self._looked = ahead.request
                 self._aheads_used.inc()
-                slot = HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s),
+                slot = HeldFetch(plan, ticket, arrival.sent_at(trio.current_time()),
                                  first_sent=True, ahead_id=ahead.correlation_id)  # fmt: skip
                 await owe(slot)
                 return
@@ -256,7 +250,7 @@ class ClientFetches:
             ticket, self._respond_wake
         ):
             # Held already: the response pump is woken by the end of the hold, not now.
-            await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
+            await owe(HeldFetch(plan, ticket, arrival.sent_at(trio.current_time())), wake=False)
             return
         muted_s = arrival.muted_s
         first: bytes | None = None
@@ -271,7 +265,7 @@ class ClientFetches:
             header = plan.header
             body = encode(first_look, header.api_version)
             first = framed(encode_request_header(header), body)
-        arrival = _sent_now(arrival, muted_s)
+        arrival = arrival.sent_at(trio.current_time(), muted_s)
         if first is None or not link.is_open:  # (closed while muted: the shared way, then)
             await owe(HeldFetch(plan, ticket, arrival))
             return
@@ -321,7 +315,9 @@ class ClientFetches:
             and nothing_to_tell(repeat.context, held.states, held.names)
         ):
             held_ms = (trio.current_time() - slot.held_from_s) * 1000
-            frame = self._empty_answer(session.session_id, repeat.version, slot.correlation_id)
+            frame = self._empty_answers.frame(
+                session.session_id, repeat.version, slot.correlation_id
+            )
             return FetchAnswer([frame], len(frame), None, slot.held_from_s, "expired", held_ms)
         ticket = self._repeat_ticket = FetchTicket.of_repeat(self._node_id, repeat, hold,
                                                              slot.held_from_s)  # fmt: skip
@@ -339,26 +335,12 @@ class ClientFetches:
             advertise_node_endpoints(response, self._brokers)
         error_code = response.error_code or None
         outcome: Outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
-        if _is_empty(response):
-            frame = self._empty_answer(response.session_id, version, correlation_id)
+        if is_empty(response):
+            frame = self._empty_answers.frame(response.session_id, version, correlation_id)
             return FetchAnswer([frame], len(frame), None, upstream_done_s, outcome, ticket.held_ms)
-        parts = _frame_parts(response, version, correlation_id)
+        parts = frame_parts(response, version, correlation_id)
         size = sum(len(part) for part in parts)
         return FetchAnswer(parts, size, error_code, upstream_done_s, outcome, ticket.held_ms)
-
-    def _empty_answer(self, session_id: int, version: int, correlation_id: int) -> bytearray:
-        """The frame of an answer with nothing in it (an idle incremental session's), encoded
-        once per (version, session id) and copied with ``correlation_id`` put in."""
-        key = (version, session_id)
-        encoded = self._empty_answers.get(key)
-        if encoded is None:
-            if len(self._empty_answers) >= _EMPTY_ANSWERS_KEPT:
-                self._empty_answers.clear()
-            empty = FetchResponse(session_id=session_id)
-            encoded = self._empty_answers[key] = b"".join(_frame_parts(empty, version, 0))
-        frame = bytearray(encoded)
-        frame[_CORRELATION_ID] = correlation_id.to_bytes(4, "big", signed=True)
-        return frame
 
     async def _read_ahead(
         self, looked: FetchRequest, response: FetchResponse, header: RequestHeader, wait_ms: int
@@ -454,32 +436,3 @@ def _may_repeat(request: FetchRequest, context: FetchContext) -> bool:
     if context.kind is ContextKind.INCREMENTAL:
         return not request.topics and not request.forgotten_topics_data
     return context.kind is ContextKind.SESSIONLESS and request.session_id == 0
-
-
-def _is_empty(response: FetchResponse) -> bool:
-    """Whether ``response`` carries nothing but its session id (see ``_empty_answer``)."""
-    return not (
-        response.responses
-        or response.error_code
-        or response.throttle_time_ms
-        or response.node_endpoints
-        or response.raw_tagged_fields
-    )
-
-
-def _frame_parts(
-    response: FetchResponse, version: int, correlation_id: int
-) -> list[bytes | bytearray | memoryview]:
-    """``response`` as a frame's parts, size prefix first (records uncopied)."""
-    header = encode_response_header(
-        ResponseHeader(correlation_id), response_header_version(ApiKey.FETCH, version)
-    )
-    parts = encode_parts(response, version)
-    size = len(header) + sum(len(part) for part in parts)
-    return [size_prefix(size), header, *parts]
-
-
-def _sent_now(arrival: Arrival, muted_s: float) -> Arrival:
-    """``arrival`` as sent now (NamedTuple._replace costs more than building it anew)."""
-    return Arrival(arrival.arrival_s, arrival.ts, muted_s, arrival.request_bytes,
-                   trio.current_time())  # fmt: skip
