@@ -1,4 +1,4 @@
-# Why: one client connection is two thin I/O pumps in one nursery around the sans-I/O
+# Strategy: one client connection is two thin I/O pumps in one nursery around the sans-I/O
 # Connection (state.py): the request pump (requests.py) reads, pays for and passes on requests;
 # the response pump (responses.py) answers what is owed, in order. They meet in a Handoff. The
 # connection owns an upstream connection to the broker it targets, opened when a request first

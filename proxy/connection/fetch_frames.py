@@ -1,4 +1,4 @@
-# Why: a held fetch's answer goes to the client as parts, written without joining (writev):
+# Strategy: a held fetch's answer goes to the client as parts, written without joining (writev):
 # joining the records was a quarter of the proxy's CPU consuming 1 KiB records. An idle
 # consumer's answer (nothing but its session id) is encoded once per connection and copied with
 # its correlation id put in.

@@ -1,50 +1,10 @@
-# Strategy: the fetches one client connection lets the proxy answer (proxy/held/service.py does
-# the holding; this is the connection's side of it), taken out of the connection's pumps so
-# that proxy/connection/client.py reads as I/O and ordering only.
-#
-#   request pump    `hold_repeat`  an idle consumer's repeated fetch (incremental or
-#                             sessionless), recognised by its bytes, enters the purgatory at
-#                             once, without being decoded or planned and without a ticket: its
-#                             slot (HeldRepeat) is the hold and the correlation id
-#                             (proxy/held/fetch_repeat.py; None: `ticket` it as usual)
-#                   `ticket`  a Fetch on a broker port becomes a FetchTicket (None: forward it)
-#                   `start`   owe its slot, in request order:
-#                             - nothing new for it (an idle consumer's): it enters the
-#                               purgatory at once and the response pump is woken only when it
-#                               is done (one task hand-off per idle cycle);
-#                             - an active consumer (its upstream connection is open): its first
-#                               look goes upstream now, on that connection, like a forwarded
-#                               request (one hand-off fewer than the shared channels, which is
-#                               what consuming at full speed pays per fetch);
-#                             - otherwise the response pump's HeldRequests.answer does all its
-#                               reads (shared channels: an idle consumer's connection can close)
-#   response pump   `answer`  the response, as parts to write without joining (writev); the
-#                             empty answer of an idle consumer is encoded once and reused
-#                             with the correlation id in place; for an active consumer whose
-#                             answer carried records, the read-ahead of its next fetch goes
-#                             upstream before the answer is written
-#                   `answer_repeat`  a held repeat's: at its deadline with nothing to tell,
-#                             the empty answer and nothing else (most idle cycles end so);
-#                             after news, or with something to tell, a ticket is made and
-#                             `answer`'s way taken
-#                   `finish`  once written: its memory back to the pool, the next fetch's turn
-#
-# Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection, and only while the
-# client's last fetch was the one predicted from the answer before it): `start` uses it as
-# the fetch's first look when it is exactly that (no new upstream request), and otherwise
-# discards it (its answer dropped on the link, its lease released) before the fetch goes its
-# usual way. Only from pool memory nobody waits for (`try_allocate`), and only while the pool
-# stays at least half free with it: a read-ahead keeps its budget until the client's next
-# fetch, and consumers that pause with one out must not take the memory other clients' requests
-# need (speculation holds at most half the pool, plus one budget). One the client has not
-# claimed by its max wait is given up (`expire_ahead`, called by the response pump, which waits
-# for the next request until then): a paused consumer keeps no budget.
-#
-# One fetch at a time per connection: a client that pipelines fetches and never reads the
-# answers waits for the turn (TCP back-pressure) instead of holding response budgets of the pool.
-#
-# Passthrough (issue 16): the reads go on the client's own connection (OwnReads), and only the
-# partitions it has read itself (`known`) may be answered "nothing new" from what the proxy knows.
+# Strategy: a connection's side of the fetches the proxy answers itself (the held-requests
+# service does the holding). The request pump asks `hold_repeat` (an idle consumer's repeat,
+# held from its bytes) or `ticket` (the fetch planned and decided), then `start` owes its slot:
+# held at once (decision HOLD), its first look sent on the client's own upstream connection
+# (an active consumer), or read the shared way by the answer. The response pump awaits
+# `answer` / `answer_repeat` and calls `finish` once written. One fetch at a time per
+# connection; at most one read-ahead (fetch_ahead.py) from pool memory nobody waits for.
 """A client connection's held fetches: from Fetch request to written response."""
 
 from __future__ import annotations
@@ -166,7 +126,7 @@ class ClientFetches:
 
     def hold_repeat(self, body: memoryview, arrival: Arrival) -> HeldRepeat | None:
         """Hold an idle consumer's repeated fetch from its bytes, without decoding, planning
-        or a ticket (proxy/held/fetch_repeat.py, HeldRequests.hold_repeat), and return its
+        or a ticket (proxy/held/fetch_repeat.py, FetchHolding.hold_repeat), and return its
         slot to owe (``wake=False``: the end of the hold wakes the response pump). None: not
         one, or not now (another fetch's turn, a read-ahead out): start it as usual."""
         if self._repeat is None or self._ahead is not None or not self._turn.value:
@@ -347,14 +307,14 @@ class ClientFetches:
     ) -> None:
         """Send the read-ahead of the client's next fetch (``header``: its last fetch's, whose
         max wait was ``wait_ms``), if there is one worth sending (fetch_ahead.Predictions) and
-        pool memory nobody waits for (see the module header)."""
+        pool memory nobody waits for, while the pool stays at least half free with it."""
         link, pool = self._upstream, self._pool
         request = self._predictions.answered(looked, response)
         if request is None or self._ahead is not None or not link.is_open:
             return
         size = self._held.response_max_bytes
         if pool.limit_bytes >= 0 and pool.available_bytes - size < pool.limit_bytes / 2:
-            return  # speculate only with the half of the pool (see the module header)
+            return  # consumers that pause with one out hold at most half the pool
         lease = pool.try_allocate(size)
         if lease is None:
             return

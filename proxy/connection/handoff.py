@@ -1,4 +1,4 @@
-# Why: the two pumps of one connection meet only here. The request pump owes slots (waiting
+# Strategy: the two pumps of one connection meet only here. The request pump owes slots (waiting
 # while the client owes too many), the response pump takes them in order (waiting for one);
 # while memory is short the request pump waits for every owed answer to be written. And a
 # forwarded request's bytes stay counted in the pool as in processing until its answer is

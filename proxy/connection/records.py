@@ -1,4 +1,4 @@
-# Why: every client request ends in exactly one RequestRecord (proxy/observer.py fans it out to
+# Strategy: every client request ends in exactly one RequestRecord (proxy/observer.py fans it out to
 # metrics and the request log). Building it is pure: the slot carries the request's timings
 # (Arrival) and the caller says how it ended; a connection's Recorder reads the clock.
 """The RequestRecord of one finished client request."""

@@ -1,4 +1,4 @@
-# Why: the request side of one client connection, as a thin pump: read a frame's size, check
+# Strategy: the request side of one client connection, as a thin pump: read a frame's size, check
 # it, pay for the frame from the pool (the KIP-72 mute), read it, ask the state machine what it
 # becomes (`Connection.receive`; a fetch the proxy answers: proxy/connection/fetches.py), owe
 # its slot and send it upstream.

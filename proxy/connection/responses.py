@@ -1,4 +1,4 @@
-# Why: the response side of one client connection, as a thin pump: for each owed slot in
+# Strategy: the response side of one client connection, as a thin pump: for each owed slot in
 # request order, answer it by its kind (Local, Forwarded, HeldProduce, HeldFetch, HeldRepeat)
 # and write the answer. Kafka answers one connection's requests in order, so client order is
 # kept without re-sequencing.

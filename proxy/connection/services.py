@@ -1,4 +1,4 @@
-# Why: the one value every client connection receives instead of the server: the shared
+# Strategy: the one value every client connection receives instead of the server: the shared
 # resources serve() wired, and the few settings a connection reads (not the whole Config).
 # Frozen, so a connection cannot rewire what others share.
 """What client connections share: ConnectionServices, ConnectionSettings."""

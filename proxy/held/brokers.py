@@ -1,4 +1,4 @@
-# Why: what the held path keeps per upstream broker is started on first use and lives as long
+# Strategy: what the held path keeps per upstream broker is started on first use and lives as long
 # as the proxy: the broker's fetch sessions (clients' sessions are the proxy's), its re-fetch
 # channels, and its watcher. The partition-state sweep lives here too: what it keeps is what
 # these (and the held fetches) still name.

@@ -1,4 +1,4 @@
-# Why: "answer now, hold, or fetch" was decided in seven places over two pumps; here it is one
+# Strategy: "answer now, hold, or fetch" was decided in seven places over two pumps; here it is one
 # pure function per request kind, called once per request, so the held path has one way in.
 # Pure (no trio, no clock): the caller passes what it knows.
 """What the proxy does with a fetch or a produce it holds: one decision each."""

@@ -1,21 +1,8 @@
-# Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce.
-#
-# Both are synchronous state checks over data the proxy already has (proxy/held/partition_state.py);
-# neither ever awaits (the purgatory's contract). Whoever holds a DelayedFetch awaits `wait()`.
-# Its completion unparks a ParkingLot the holder may share: a client connection passes the lot
-# its response pump parks on, so a fetch held from the request pump wakes that pump once, when
-# it is done, and no Event is built per fetch (proxy/connection/fetches.py).
-#
-# - DelayedFetch watches its partitions. It completes when one of them has something the client
-#   has not seen: the readable end passed the offset the last fetch reached, an error, or a
-#   produce through the proxy made it stale. It does not count bytes: the holder re-fetches on
-#   completion and holds again while the fetch's min_bytes is not met (Kafka's DelayedFetch
-#   counts bytes from its local log instead, which the proxy does not have).
-# - DelayedProduce watches nothing: the upstream answer completes it (`answered`, by the
-#   response pump that reads it); the wheel expires it at the request's timeout_ms, and its
-#   `on_expiration` makes the client's answer (REQUEST_TIMED_OUT) and interrupts the holder's
-#   wait for the broker's (the `interrupt` scope, which has no deadline of its own). The
-#   purgatory owns the deadline, as Kafka's DelayedProduce: the holder only waits.
+# Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce:
+# synchronous checks over what the proxy knows, never awaiting (the purgatory's contract); the
+# wheel owns both deadlines. A DelayedFetch completes when a partition has something the client
+# has not seen, unparking a lot its holder may share. A DelayedProduce is completed by its
+# upstream answer; on expiry it makes the REQUEST_TIMED_OUT answer and interrupts the holder.
 """The delayed operations the proxy's purgatories hold: fetches and produces."""
 
 from __future__ import annotations

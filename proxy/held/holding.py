@@ -1,4 +1,4 @@
-# Why: the one way a fetch enters the fetch purgatory (`_enter`): a DelayedFetch on its
+# Strategy: the one way a fetch enters the fetch purgatory (`_enter`): a DelayedFetch on its
 # partitions until news or its deadline, and the broker's watcher asked to cover them. From
 # the request pump at once (`hold_now`; `hold_repeat` for an idle consumer's repeat known by
 # its bytes), or from the answer's loop after a read (`wait`). The wheel owns the deadline;

@@ -1,4 +1,4 @@
-# Why: when a Fetch arrives, its session is applied and the one decision is made (answer now,
+# Strategy: when a Fetch arrives, its session is applied and the one decision is made (answer now,
 # hold, or fetch: proxy/held/decision.py) from what the proxy knows of its partitions. Planning
 # is synchronous and never touches the network; it also builds the upstream request a ticket's
 # reads send.

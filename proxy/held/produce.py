@@ -1,4 +1,4 @@
-# Why: the produce side of the held path. A produce with acks=1/all waits in the produce
+# Strategy: the produce side of the held path. A produce with acks=1/all waits in the produce
 # purgatory for its upstream answer, at most its timeout_ms (Kafka's DelayedProduce): the wheel
 # owns that deadline. And records that land through the proxy are news for the fetches held on
 # their partitions: `produced` wakes them without waiting for the watcher.

@@ -1,4 +1,4 @@
-# Why: a held fetch's reads of the broker, after its first look and after each wake-up. With
+# Strategy: a held fetch's reads of the broker, after its first look and after each wake-up. With
 # the proxy's identity they go on the broker's shared re-fetch channels, and identical reads in
 # flight share one upstream read (a produce that wakes a thousand held fetches costs the broker
 # one fetch); with the client's (passthrough) they go on its own connection (`FetchReads`) and

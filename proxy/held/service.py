@@ -1,4 +1,4 @@
-# Why: one service per proxy owns what held requests share (issue 6), and is the held path's
+# Strategy: one service per proxy owns what held requests share (issue 6), and is the held path's
 # one face: a connection plans a fetch (`planner`), may hold it at once (`holding`), and awaits
 # its `answer`; it holds a produce (`produce`). The concerns live in modules of their own:
 #

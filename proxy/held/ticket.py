@@ -1,4 +1,4 @@
-# Why: a client fetch crosses both pumps and the held-requests service; its ticket is what
+# Strategy: a client fetch crosses both pumps and the held-requests service; its ticket is what
 # they share. It is the one owner of the fetch's response budget (its lease): the others hand
 # it memory (`pay`, `share`) and it releases, shrinks or abandons it. Pure (no trio), so the
 # connection's state machine can name it; memory and the purgatory appear as types only.
