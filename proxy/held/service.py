@@ -20,14 +20,8 @@ import trio
 from proxy.config import Config
 from proxy.errors import UpstreamUnavailable
 from proxy.held.brokers import BrokerAddresses, BrokerResources
-from proxy.held.decision import FetchDecision
-from proxy.held.fetch_answer import (
-    FetchResults,
-    build_response,
-    error_response,
-    has_unread_records,
-    satisfied,
-)
+from proxy.held.decision import FetchDecision, decide_after_read
+from proxy.held.fetch_answer import FetchResults, build_response, error_response
 from proxy.held.fetch_session import ContextKind
 from proxy.held.holding import FetchHolding
 from proxy.held.partition_state import PartitionStates, TopicNames
@@ -145,20 +139,16 @@ class HeldRequests:
             return error_response(results.error_code)
         now_ms = current_time_ms()
         patient = True
-        while ticket.hold is not None or (  # (already held: FetchHolding.hold_now)
-            now_ms < ticket.deadline_ms
-            and context.partitions
-            and not satisfied(results, request.min_bytes)
-        ):
-            # A broker that reads its storage within max_wait (Tansu on s3) may report records
-            # it did not have time to return: ask again, as long as the client would wait,
-            # rather than wait for news of data that is already there (once per wake-up).
-            unread = patient and has_unread_records(context, results, request.isolation_level)
-            patient = False
+        while True:
+            decision = decide_after_read(request, context, results, now_ms, ticket.deadline_ms,
+                                         held=ticket.hold is not None, patient=patient)  # fmt: skip
+            if decision is FetchDecision.ANSWER:
+                break
             try:
-                if unread:
+                if decision is FetchDecision.FETCH:  # records reported, not returned: again
                     results = await self.reads.read(ticket, ticket.deadline_ms - now_ms, reads)
-                elif await self.holding.wait(ticket, now_ms):
+                    patient = False
+                elif await self.holding.wait(ticket, now_ms):  # news: read, once patient
                     results = await self.reads.read(ticket, self._immediate_max_wait_ms, reads)
                     patient = True
                 else:
