@@ -137,16 +137,17 @@ class RequestPump:
                         timeouts.stand_down()
                         lease = await pool.allocate(first_piece, turn)
                         muted_s = trio.current_time() - arrival_s
-                    arrival = Arrival(arrival_s, ts, muted_s, size + _SIZE_BYTES, arrival_s)
                     with lease:
                         frame = await self._read_body(reader, size, lease)
                         body = memoryview(frame)[_SIZE_BYTES:]
                         # An idle consumer's repeated fetch is held from its bytes (fetches.py).
                         repeat = held_fetch = None
                         if fetches is not None and fetches.repeats:
+                            arrival = Arrival(arrival_s, ts, muted_s, len(frame), arrival_s)
                             repeat = fetches.hold_repeat(body, arrival)
                         if repeat is None:
-                            held_fetch = await self._pass_on(frame, body, reader, arrival)
+                            held_fetch = await self._pass_on(frame, body, reader,
+                                                             arrival_s, ts, muted_s)  # fmt: skip
                         # The lease ends with this block: the buffer must not outlive it
                         # (a parked connection would keep its last frame alive).
                         del frame, body
@@ -155,7 +156,7 @@ class RequestPump:
                     elif held_fetch is not None:
                         # A fetch the proxy answers itself; the request's memory is free again.
                         assert fetches is not None
-                        plan, ticket = held_fetch
+                        plan, ticket, arrival = held_fetch
                         await fetches.start(plan, ticket, arrival, self._handoff.owe)
         finally:
             conn.end_requests()
@@ -178,11 +179,18 @@ class RequestPump:
             await answered.park()
 
     async def _pass_on(
-        self, frame: bytearray, body: memoryview, reader: FrameReader, arrival: Arrival
-    ) -> tuple[RequestPlan, FetchTicket] | None:
-        """Plan a request (``frame``, size prefix included) and pass it on: answered here,
-        forwarded upstream (its slot owed), or, for a Fetch the proxy answers itself, its plan
-        and ticket for the caller to start once the request's memory is free again."""
+        self,
+        frame: bytearray,
+        body: memoryview,
+        reader: FrameReader,
+        arrival_s: float,
+        ts: float,
+        muted_s: float,
+    ) -> tuple[RequestPlan, FetchTicket, Arrival] | None:
+        """Plan a request (``frame``, size prefix included, arrived at ``arrival_s`` / epoch
+        ``ts`` after ``muted_s`` in the pool) and pass it on: answered here, forwarded
+        upstream (its slot owed), or, for a Fetch the proxy answers itself, its plan, ticket
+        and arrival for the caller to start once the request's memory is free again."""
         auth, link, owe = self._auth, self._upstream, self._handoff.owe
         passthrough = auth.passthrough
         plan = plan_request(body, self._services.brokers, client_sasl=passthrough)
@@ -192,18 +200,19 @@ class RequestPump:
             and plan.header.api_key == _API_VERSIONS
         ):
             plan = self._known_api_versions(plan)
+        # sent_s is set before the slot is owed: the response pump may take it (and start a
+        # held produce's clock) before we send. Built once here: it is on every request's path.
+        now_s = trio.current_time()
+        arrival = Arrival(arrival_s, ts, muted_s, len(frame), now_s)
         if isinstance(plan, LocalAnswer):
             await owe(self._conn.receive(plan, body, arrival, hold_produce=False))
             return None
-        trusted = not passthrough or auth.trusted(trio.current_time())
+        trusted = not passthrough or auth.trusted(now_s)
         if trusted and self._fetches is not None and plan.header.api_key == ApiKey.FETCH:
             ticket = self._fetches.ticket(plan, body)
             if ticket is not None:
-                return plan, ticket
-        # sent_s is set before the slot is owed: the response pump may take it (and start a
-        # held produce's clock) before we send.
-        sent = arrival.sent_at(trio.current_time())
-        slot = self._conn.receive(plan, body, sent, hold_produce=self._hold_produces and trusted)
+                return plan, ticket, arrival
+        slot = self._conn.receive(plan, body, arrival, hold_produce=self._hold_produces and trusted)
         if isinstance(slot, Forwarded):
             if plan.header.api_key == ApiKey.SASL_HANDSHAKE:
                 auth.handshake()
