@@ -238,13 +238,11 @@ class ResponsePump:
         assert self._held is not None
         correlation_id = slot.plan.header.correlation_id
         ready = self._upstream.peek()
-        waited_ms = int((trio.current_time() - slot.arrival.sent_s) * 1000)
-        hold_ms = produce_hold_ms(
-            slot.produced.timeout_ms,
-            waited_ms,
-            answered=ready is not None and answered_id(ready) == correlation_id,
-        )
-        if hold_ms is None:  # answered already (pipelined answers come in batches)
+        answered = ready is not None and answered_id(ready) == correlation_id
+        # (no clock read for an answer in hand: pipelined answers come in batches)
+        waited_ms = 0 if answered else int((trio.current_time() - slot.arrival.sent_s) * 1000)
+        hold_ms = produce_hold_ms(slot.produced.timeout_ms, waited_ms, answered)
+        if hold_ms is None:  # answered already, or it may not wait
             await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
             return True
         operation = self._held.produce.hold(hold_ms, slot.plan, self._answer_wait)
