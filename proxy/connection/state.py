@@ -102,7 +102,7 @@ class HeldProduce:
 class HeldFetch:
     """A fetch the proxy answers itself. ``first_sent``: its first look went upstream on the
     client's own connection, with the client's correlation id (an active consumer's; see
-    client.py); otherwise HeldRequests.answer does all its upstream reads. ``ahead_id``: that
+    fetches.py); otherwise HeldRequests.answer does all its upstream reads. ``ahead_id``: that
     first look is a read-ahead sent before the fetch came, under this id of the proxy's own
     (proxy/connection/fetch_ahead.py), already in the upstream ledger."""
 

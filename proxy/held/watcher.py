@@ -104,7 +104,7 @@ class UpstreamWatcher:
         """The poll over ``keys`` failed: the broker died or dropped the connection. What
         the proxy knows of them is no longer current, and the fetches waiting on them are
         woken to read the broker themselves: a dead broker then closes their clients'
-        connections at once (service.py), as the broker's own connections closed."""
+        connections at once (refetch.broker_gone), as the broker's own connections closed."""
         states, purgatory = self._states, self._purgatory
         states.uncover(keys)
         for key in keys:
