@@ -94,8 +94,9 @@ def fold(profile: Profile) -> tuple[list[tuple[str, int]], list[tuple[str, int]]
     return own.most_common(), cumulative.most_common()
 
 
-#: The connection pumps (proxy/client.py before the folders of issue 17).
-_CLIENT = "proxy/connection/client.py"
+#: The connection's response pump and its reports (proxy/connection/client.py before issue 27).
+_RESPONSES = "proxy/connection/responses.py"
+_RECORDS = "proxy/connection/records.py"
 
 
 def _line_of(path: str, needle: str) -> int:
@@ -143,7 +144,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         ),
         (
             "client: copy of a rewritten response (size prefix + new body)",
-            _top_is(_CLIENT, "size_prefix(len(rewritten)) + rewritten"),
+            _top_is(_RESPONSES, "size_prefix(len(rewritten)) + rewritten"),
         ),
         (
             "writes, both directions (StreamWriter: write / writev, deferred batches)",
@@ -151,7 +152,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         ),
         (
             "  of which: responses to the client (response pump)",
-            _anywhere(f"_pump_responses ({_CLIENT}", "StreamWriter."),
+            _anywhere(f"run ({_RESPONSES}", "StreamWriter."),
         ),
         (
             "  of which: the syscall itself (top frame on the os.write/writev line)",
@@ -191,8 +192,8 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         ("memory channel of response slots", _anywhere("(trio/_channel.py")),
         ("pool: try_allocate + allocate", _anywhere("allocate (proxy/memory.py")),
         (
-            "observer: _report / request_done (metrics, request log)",
-            _anywhere(f"_report ({_CLIENT}"),
+            "observer: report / request_done (metrics, request log)",
+            _anywhere(f"report ({_RECORDS}"),
         ),
         ("peek_error_code (response error code for metrics)", _anywhere("peek_error_code (")),
         (

@@ -156,6 +156,37 @@ class PurgatoryStatistics:
 class Purgatory:
     """Watcher lists plus a timer, for :class:`DelayedOperation` objects.
 
+    Worked example: the fetch purgatory at c = 1000 ms. Fetch A waits on ("t", 0) with
+    max_wait 500; fetch B on ("t", 0) and ("t", 1) with max_wait 300; a produce P with
+    timeout 200 sits in the produce purgatory (no keys: only its answer or its deadline ends
+    it).
+
+    ============  =============================================  ======================
+    at (ms)       what happens                                   A / B / P
+    ============  =============================================  ======================
+    1000          A, B, P ``try_complete_else_watch``: nothing   watched, timer 1500 /
+                  new yet, so each is watched by its keys and    1300 / 1200
+                  put in the timer at c + delay
+    1100          a produce lands on ("t", 1):                   - / completed / -
+                  ``check_and_complete(("t", 1))`` runs B's
+                  ``try_complete``, which holds: B's
+                  ``on_complete`` wakes its holder, B leaves
+                  the timer at once (O(1)) and the ("t", 1)
+                  list drops it
+    1180          P's broker answers: ``answered`` completes P   - / - / completed
+                  (``force_complete``), before its deadline
+    1500          the clock task reaches A's bucket: ``run``     expired / - / -
+                  completes A, then ``on_expiration``; A's
+                  holder gets what there is. B is still in the
+                  ("t", 0) list (completed), until that key is
+                  checked or the next purge
+    ============  =============================================  ======================
+
+    Had P's answer not come, the clock would have expired P at 1200: its ``on_expiration``
+    makes the REQUEST_TIMED_OUT answer and cancels its holder's wait. Completion and expiry
+    race only between tasks, never inside one call: whichever calls ``force_complete`` first
+    wins, the other does nothing.
+
     Args:
         tick_ms: timer tick (see :mod:`proxy.timer`).
         wheel_size: buckets per timing wheel.

@@ -16,10 +16,11 @@
 # The SIGHUP reloader (proxy/reload.py) runs in the services nursery, so a SIGHUP is caught
 # from before the proxy says it listens until the drain is over, with TLS or without.
 #
-# The collaborators are explicit: a ConnectionServices value (config, pool, metrics, observer,
-# broker directory, routing, dialer, held requests, drain) is what every connection gets; no
-# module receives the server. Who binds sockets and who dials the upstream are parameters, so
-# the in-process tests run serve() over trio memory streams against a scripted broker.
+# The collaborators are explicit: a ConnectionServices value (the few settings connections read,
+# pool, metrics, observer, broker directory, routing, held requests, drain) is what every
+# connection gets; no module receives the server. Who binds sockets and who dials the upstream
+# are parameters, so the in-process tests run serve() over trio memory streams against a
+# scripted broker.
 """The proxy server: wiring, the nursery tree, shutdown."""
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from proxy.connection.listeners import (
     SocketListeners,
     bind_socket_listener,
 )
-from proxy.connection.services import ConnectionServices
+from proxy.connection.services import ConnectionServices, ConnectionSettings
 from proxy.descriptors import PER_BROKER, DescriptorBudget, raise_descriptor_limit
 from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
@@ -183,14 +184,13 @@ async def serve(
                 held = HeldRequests(config, pool, metrics, topic_names, routing, dialer)
                 await services_nursery.start(held.run)
             services = ConnectionServices(
-                config=config,
+                settings=ConnectionSettings.of(config),
                 pool=pool,
                 metrics=metrics,
                 observer=Observer(metrics, request_log),  # every finished request goes here
                 brokers=directory,
                 routing=routing,
                 bootstrap=tuple(upstream_bootstrap),
-                dialer=dialer,
                 held=held,
                 drain=drain,
                 client_dialer=client_dialer if client_dialer is not None else dialer,

@@ -2,10 +2,21 @@
 # the pumps that serve it. The package re-exports nothing: importers name the module they use,
 # so importing one piece never drags in the others (and no cycle can hide behind __init__).
 #
-#   state.py      the sans-I/O Connection: owed responses, upstream matching, close reasons
-#   client.py     ClientConnection: the two thin I/O pumps around it
-#   services.py   ConnectionServices: what every connection shares, wired by serve()
-#   records.py    the RequestRecord of one finished request
-#   listeners.py  the listener service: bootstrap and per-broker listeners, accept loops, TLS
-#   drain.py      the shutdown switch that stops every connection reading new requests
+#   state.py          the sans-I/O Connection: owed responses, the slot decision, upstream matching
+#   client.py         ClientConnection: its two pumps in one nursery, its upstream, how it ends
+#   requests.py       RequestPump: read, pay for (KIP-72), plan and pass on each request
+#   responses.py      ResponsePump: answer owed slots in order; held produces wait here
+#   handoff.py        Handoff: what the two pumps hand each other (wake-ups, bytes in processing)
+#   upstream_link.py  UpstreamLink: the connection's own upstream connection, opened on need
+#   fetches.py        ClientFetches: the connection's side of the fetches the proxy answers
+#   fetch_frames.py   a held fetch's answer as frame parts; the idle consumer's empty answer
+#   fetch_ahead.py    predicting and matching an active consumer's next fetch (read-ahead)
+#   own_reads.py      OwnReads: passthrough reads on the client's own connection and identity
+#   client_auth.py    ClientAuthentication: when the cluster has accepted a passthrough client
+#   api_versions.py   KnownApiVersions: ApiVersions answered from the cluster's last answer
+#   records.py        the RequestRecord of one finished request, and a connection's Recorder
+#   services.py       ConnectionServices, ConnectionSettings: what every connection shares
+#   listeners.py      the listener service: bootstrap and per-broker listeners, accept loops, TLS
+#   admission.py      ConnectionAdmission: connection quotas at accept (KIP-402, KIP-612)
+#   drain.py          the shutdown switch that stops every connection reading new requests
 """Client connections: listeners, the sans-I/O connection state, and the pumps around it."""

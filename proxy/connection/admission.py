@@ -1,29 +1,7 @@
-# Strategy: Kafka's connection quotas (KIP-402, KIP-612), as pure bookkeeping the accept loops
-# ask about each connection they accept (proxy/connection/listeners.py). No trio, no sockets, no
-# clock: the caller passes `now_s`, like the timing wheel.
-#
-#   admit(ip, now_s)  in this order, the first that says no refuses the connection:
-#     max_connections          client connections open at once, all listeners (Kafka:
-#                              max.connections); what the descriptor limit allows is the
-#                              listeners' DescriptorBudget, asked after these
-#     max_connections_per_ip   open from one address (Kafka: max.connections.per.ip and its
-#                              overrides; 0 with overrides: only the addresses listed)
-#     creation rate            new connections per second, all addresses (Kafka:
-#                              max.connection.creation.rate) and per address (Kafka's
-#                              connection_creation_rate quota of an IP): token buckets that
-#                              hold one second's worth
-#   release(ip)       the connection ended (its slot, not its tokens, comes back)
-#
-# Kafka blocks its acceptor at max.connections and delays a connection over a rate; the proxy
-# closes the excess at accept instead (issue 29), so a client learns at once that it must come
-# back later, and the listener's backlog never holds what the proxy will not serve. Checks go
-# from the cheapest to undo to the dearest: a connection refused for the total or its
-# address's count takes no rate token, and one refused for the shared rate takes none of its
-# address's.
-#
-# Memory is bounded by what is open: an address's count goes when its last connection does,
-# and a bucket that has refilled (one second of no new connections) is indistinguishable from
-# a new one, so idle buckets are dropped whenever the table has doubled.
+# Strategy: Kafka's connection quotas (KIP-402, KIP-612) as pure bookkeeping the accept loops
+# ask about each connection: total, per address, and creation rates (token buckets), checked
+# from the cheapest to undo to the dearest. The excess is closed at accept (issue 29), so a
+# client learns at once to come back later. No trio, no sockets, no clock.
 """Connection limits at accept: total, per IP address, and creation rate (KIP-402, KIP-612)."""
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-# Strategy: every Kafka client opens a connection with ApiVersions. Forwarded, it makes the
-# client connection open its own upstream connection, which then stays up for
-# connections.upstream_idle_timeout_ms although nothing else may ever need it: at 10,000
-# consumers connecting at once that is 20,000 descriptors for half a minute (bench.fanin hit
-# the descriptor limit that way). With the proxy's identity, the answer is the cluster's
-# answer as the proxy advertises it (version ranges clamped to what the proxy decodes), the
-# same for every client of a broker: so the first one per broker port is forwarded and kept,
-# and later ones are answered from it for `max_age_s` (the metadata refresh period), after
-# which the next one is forwarded again to see upgrades. A broker the proxy found dead or hung
-# (a client connection closed for it) is forgotten at once: a kept answer would tell
-# reconnecting clients it is up, and they would not look for a partition's new leader.
-#
-# Not with client_auth = "passthrough": there ApiVersions goes to the cluster like everything
-# else before the client's authentication (docs/security.md). What a client sends in
-# ApiVersions v3 (its software name and version, KIP-511) and v5 (the cluster and node it means
-# to reach, KIP-1242) reaches the cluster only with forwarded requests: an answer from here
-# skips the cluster's REBOOTSTRAP_REQUIRED check, which a client of port N passes anyway (port
-# N is broker N of the one cluster the proxy fronts).
+# Strategy: every client opens with ApiVersions, and forwarding it opens an upstream
+# connection nothing else may need (10,000 consumers: 20,000 descriptors for half a minute).
+# With the proxy's identity the answer is the same for every client of a broker port, so the
+# first is forwarded and kept, later ones answered from it for the metadata refresh period; a
+# broker found dead or hung is forgotten at once. Not in passthrough.
 """The cluster's ApiVersions answer per broker port, kept to answer reconnecting clients."""
 
 from __future__ import annotations

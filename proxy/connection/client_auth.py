@@ -1,39 +1,8 @@
-# Strategy: with client_auth = "passthrough" the cluster, not the proxy, authenticates each client
-# (its SaslHandshake / SaslAuthenticate go to the cluster on the client's own upstream
-# connection). The proxy must still know when it may answer that client from its own state (a
-# held fetch answered from what the purgatory knows, a fetch skipped because nothing is new):
-# only once the cluster has accepted the client, and only while that acceptance lasts.
-#
-#   confirmed  the cluster answered a request other than ApiVersions / SaslHandshake /
-#              SaslAuthenticate on this connection. A Kafka SASL listener closes a connection
-#              that sends anything else before its authentication completes, so an answer is
-#              the cluster's own word that it is complete, for every mechanism (the proxy
-#              does not have to follow PLAIN's one step or SCRAM's two). A listener without
-#              SASL answers at once: the cluster accepts anonymous clients, and so does the
-#              proxy.
-#   expires    a successful SaslAuthenticate that carries session_lifetime_ms (KIP-368) ends
-#              the trust at that time; past it the cluster closes the connection on the next
-#              request other than a SaslHandshake, and the proxy stops answering from its
-#              state so that request reaches the cluster.
-#   restart    a SaslHandshake (the first one, or a re-authentication) withdraws the
-#              confirmation until the cluster answers a non-SASL request again: the steps of
-#              a mechanism cannot be told from its last one by the proxy (an intermediate
-#              SCRAM answer succeeds too, with no lifetime).
-#
-# Until `trusted`, the connection forwards every request as it is (ApiVersions included: the
-# only answer from proxy state is the rewrite of the cluster's own ApiVersions answer).
-#
-# Bounds before authentication (issue 29; proxy/connection/client.py enforces them):
-#   in_sasl    until the cluster answers a SaslAuthenticate with success (or accepts the
-#              client), the client is where a Kafka SASL listener reads with
-#              sasl.server.max.receive.size: its frames are bounded by
-#              memory.unauthenticated_request_max_bytes. (Past a successful step the next frame
-#              is another small step or, SASL done, any request: the cluster closes a
-#              connection that sends one too early, and honest memory charges what is sent.)
-#   accepted_once  the time from connect to the cluster's first acceptance is bounded by
-#              connections.authentication_timeout_ms; a re-authentication is not timed again
-#              (KIP-368: the cluster closes a session that expires).
-# No I/O: the client connection feeds it responses and asks it before holding a request.
+# Strategy: with client_auth = "passthrough" the cluster authenticates each client; the proxy
+# answers a client from its own state only once the cluster has accepted it (an answer to a
+# non-SASL request is the cluster's word), and only while that acceptance lasts (KIP-368's
+# session lifetime; a SaslHandshake withdraws it). Until then frames are bounded as a Kafka SASL
+# listener bounds them. No I/O: the connection feeds it answers and asks it.
 """What the cluster has confirmed about a passthrough client's authentication."""
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
-# Strategy: reading ahead for an active consumer (issue 17: consume 1 KiB >= 0.9x direct).
-#
-# A consumer has one fetch in flight per broker, so its fetch cycle is serial: the broker builds
-# the answer, the answer crosses to the client, the client parses it and sends its next fetch.
-# Through the proxy the broker's part waits for the client's next fetch to reach the proxy. A
-# read-ahead sends that next upstream read when the proxy writes the current answer, so the
-# broker builds it while the client is still reading and parsing, and the client's next fetch
-# finds its first look already asked (or answered).
-#
-#   the answer of a fetch whose first look went on the client's own upstream connection
-#   (an active consumer; never one the purgatory held, never in passthrough) carried records:
-#       `next_read` predicts the upstream request of the client's next fetch: the same one
-#       with each partition's fetch offset moved past the last complete batch it returned
-#       (partitions that returned nothing keep theirs). None when there is nothing to read
-#       ahead: no records, an error, or every partition already at its readable end (a
-#       consumer that caught up waits in the purgatory, not on a speculative read).
-#   the client's next fetch arrives:
-#       `serves` says whether the read-ahead is exactly that fetch's first look (the very
-#       upstream request it would send, on the same opening of the same connection); if so it
-#       is its first look, otherwise it is discarded (the fetch goes its usual way).
-#   the client's next fetch does not come in time:
-#       a read-ahead unclaimed when the client's own max wait has passed (`expires_s`; at least
-#       `LEAST_WAIT_S`) is given up, so a consumer that pauses or stalls does not keep a
-#       response budget of the pool, and the upstream read it started, indefinitely.
-#   `Predictions` keeps the prediction made from each answer, sent or not, and sends
-#       read-aheads only while the client's last fetch was the one predicted for it. Not every
-#       client asks where its last answer ended: kafka-python (2.x) sends its next fetch while
-#       records of the last one are still buffered, from the offset it has consumed so far,
-#       and every read-ahead for it would be a wasted upstream read of max_bytes. Such a client
-#       costs one prediction per answer and no read-ahead; librdkafka and aiokafka ask exactly
-#       where the answer ended (measured: every read-ahead used).
-#
-# Nothing here does I/O: proxy/connection/fetches.py sends, reads and drops (see ReadAhead).
+# Strategy: an active consumer's fetch cycle is serial; reading ahead sends its most likely
+# next upstream read (each partition past the last complete batch returned) while the client
+# still reads the current answer, and its next fetch takes it as its first look if it is
+# exactly that request (`serves`), else it is discarded. Only while the client's last fetch
+# was the one predicted (`Predictions`). Pure: proxy/connection/fetches.py does the I/O.
 """Reading ahead for an active consumer: predicting and matching its next fetch."""
 
 from __future__ import annotations

@@ -1,50 +1,10 @@
-# Strategy: the fetches one client connection lets the proxy answer (proxy/held/service.py does
-# the holding; this is the connection's side of it), taken out of the connection's pumps so
-# that proxy/connection/client.py reads as I/O and ordering only.
-#
-#   request pump    `hold_repeat`  an idle consumer's repeated fetch (incremental or
-#                             sessionless), recognised by its bytes, enters the purgatory at
-#                             once, without being decoded or planned and without a ticket: its
-#                             slot (HeldRepeat) is the hold and the correlation id
-#                             (proxy/held/fetch_repeat.py; None: `ticket` it as usual)
-#                   `ticket`  a Fetch on a broker port becomes a FetchTicket (None: forward it)
-#                   `start`   owe its slot, in request order:
-#                             - nothing new for it (an idle consumer's): it enters the
-#                               purgatory at once and the response pump is woken only when it
-#                               is done (one task hand-off per idle cycle);
-#                             - an active consumer (its upstream connection is open): its first
-#                               look goes upstream now, on that connection, like a forwarded
-#                               request (one hand-off fewer than the shared channels, which is
-#                               what consuming at full speed pays per fetch);
-#                             - otherwise the response pump's HeldRequests.answer does all its
-#                               reads (shared channels: an idle consumer's connection can close)
-#   response pump   `answer`  the response, as parts to write without joining (writev); the
-#                             empty answer of an idle consumer is encoded once and reused
-#                             with the correlation id in place; for an active consumer whose
-#                             answer carried records, the read-ahead of its next fetch goes
-#                             upstream before the answer is written
-#                   `answer_repeat`  a held repeat's: at its deadline with nothing to tell,
-#                             the empty answer and nothing else (most idle cycles end so);
-#                             after news, or with something to tell, a ticket is made and
-#                             `answer`'s way taken
-#                   `finish`  once written: its memory back to the pool, the next fetch's turn
-#
-# Read-ahead (proxy/connection/fetch_ahead.py; at most one per connection, and only while the
-# client's last fetch was the one predicted from the answer before it): `start` uses it as
-# the fetch's first look when it is exactly that (no new upstream request), and otherwise
-# discards it (its answer dropped on the link, its lease released) before the fetch goes its
-# usual way. Only from pool memory nobody waits for (`try_allocate`), and only while the pool
-# stays at least half free with it: a read-ahead keeps its budget until the client's next
-# fetch, and consumers that pause with one out must not take the memory other clients' requests
-# need (speculation holds at most half the pool, plus one budget). One the client has not
-# claimed by its max wait is given up (`expire_ahead`, called by the response pump, which waits
-# for the next request until then): a paused consumer keeps no budget.
-#
-# One fetch at a time per connection: a client that pipelines fetches and never reads the
-# answers waits for the turn (TCP back-pressure) instead of holding response budgets of the pool.
-#
-# Passthrough (issue 16): the reads go on the client's own connection (OwnReads), and only the
-# partitions it has read itself (`known`) may be answered "nothing new" from what the proxy knows.
+# Strategy: a connection's side of the fetches the proxy answers itself (the held-requests
+# service does the holding). The request pump asks `hold_repeat` (an idle consumer's repeat,
+# held from its bytes) or `ticket` (the fetch planned and decided), then `start` owes its slot:
+# held at once (decision HOLD), its first look sent on the client's own upstream connection
+# (an active consumer), or read the shared way by the answer. The response pump awaits
+# `answer` / `answer_repeat` and calls `finish` once written. One fetch at a time per
+# connection; at most one read-ahead (fetch_ahead.py) from pool memory nobody waits for.
 """A client connection's held fetches: from Fetch request to written response."""
 
 from __future__ import annotations
@@ -56,27 +16,27 @@ import trio
 from prometheus_client import Counter
 
 from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
+from proxy.connection.fetch_frames import EmptyAnswers, frame_parts, is_empty
 from proxy.connection.own_reads import OwnReads
 from proxy.connection.state import Arrival, HeldFetch, HeldRepeat
 from proxy.connection.upstream_link import UpstreamLink
+from proxy.held.decision import FetchDecision
 from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_answer import nothing_to_tell
 from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.fetch_session import ContextKind, FetchContext
-from proxy.held.service import FetchTicket, HeldRequests
+from proxy.held.service import HeldRequests
+from proxy.held.ticket import FetchTicket
 from proxy.memory import MemoryPool
 from proxy.metrics import Metrics
 from proxy.outcomes import Outcome
 from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
 from wire.apis import ApiKey, response_header_version
-from wire.codec import decode, encode, encode_parts
+from wire.codec import decode, encode
 from wire.framing import frame as framed
-from wire.framing import size_prefix
 from wire.headers import (
     RequestHeader,
-    ResponseHeader,
     encode_request_header,
-    encode_response_header,
     parse_response_header,
 )
 from wire.messages.fetch_request import FetchRequest
@@ -85,9 +45,6 @@ from wire.messages.fetch_response import FetchResponse
 __all__ = ["ClientFetches", "FetchAnswer"]
 
 _SIZE_BYTES = 4
-_CORRELATION_ID = slice(_SIZE_BYTES, _SIZE_BYTES + 4)  # the response header's first field
-#: Empty answers kept per connection, by (version, session id): one, unless it changes.
-_EMPTY_ANSWERS_KEPT = 4
 
 
 class FetchAnswer(NamedTuple):
@@ -149,8 +106,7 @@ class ClientFetches:
         # A held repeat's wait, and the ticket its answer made if news came, until answered.
         self._repeat_hold: DelayedFetch | None = None
         self._repeat_ticket: FetchTicket | None = None
-        # Encoded empty answers by (version, session id), correlation id 0.
-        self._empty_answers: dict[tuple[int, int], bytes] = {}
+        self._empty_answers = EmptyAnswers()
         # The upstream request of the first look of the fetch whose turn it is, when it went
         # on this connection (what a read-ahead is predicted from), and the read-ahead in
         # flight.
@@ -170,7 +126,7 @@ class ClientFetches:
 
     def hold_repeat(self, body: memoryview, arrival: Arrival) -> HeldRepeat | None:
         """Hold an idle consumer's repeated fetch from its bytes, without decoding, planning
-        or a ticket (proxy/held/fetch_repeat.py, HeldRequests.hold_repeat), and return its
+        or a ticket (proxy/held/fetch_repeat.py, FetchHolding.hold_repeat), and return its
         slot to owe (``wake=False``: the end of the hold wakes the response pump). None: not
         one, or not now (another fetch's turn, a read-ahead out): start it as usual."""
         if self._repeat is None or self._ahead is not None or not self._turn.value:
@@ -180,7 +136,7 @@ class ClientFetches:
         if matched is None:
             return None
         correlation_id, epoch = matched
-        hold = self._held.hold_repeat(self._node_id, repeat, epoch, self._respond_wake)
+        hold = self._held.holding.hold_repeat(self._node_id, repeat, epoch, self._respond_wake)
         if hold is None:
             return None
         self._turn.acquire_nowait()  # free: checked above, and nothing awaited since
@@ -194,11 +150,15 @@ class ClientFetches:
         request = decode(FetchRequest, body[plan.body_offset :], version)
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
-        ticket = self._held.plan(self._node_id, request, version, self._known)
+        ticket = self._held.planner.plan(self._node_id, request, version, self._known)
         # Repeats are learnt from fetches the proxy knows have nothing new (an active
         # consumer's differ each time, and learning costs three encodes), never in
         # passthrough (which plans only what its connection has read).
-        if self._known is None and ticket.nothing_new and _may_repeat(request, ticket.context):
+        if (
+            self._known is None
+            and ticket.decision is FetchDecision.HOLD
+            and _may_repeat(request, ticket.context)
+        ):
             self._learn_repeat(plan, body, request, ticket)
         return ticket
 
@@ -230,25 +190,27 @@ class ClientFetches:
             await self._turn.acquire()
         self._tickets.add(ticket)
         first_look: FetchRequest | None = None
-        if ticket.ask_upstream and link.is_open and not self._passthrough:
-            first_look = held.immediate_request(ticket)
+        if ticket.decision is FetchDecision.FETCH and link.is_open and not self._passthrough:
+            first_look = held.planner.immediate_request(ticket)
         self._predictions.fetched(first_look)
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             version = plan.header.api_version
             if first_look is not None and serves(ahead, first_look, version, link.generation):
                 # Its first look is asked already (perhaps answered): no new upstream request.
-                ticket.lease = ahead.lease
+                ticket.pay(ahead.lease)
                 self._looked = ahead.request
                 self._aheads_used.inc()
-                slot = HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s),
+                slot = HeldFetch(plan, ticket, arrival.sent_at(trio.current_time()),
                                  first_sent=True, ahead_id=ahead.correlation_id)  # fmt: skip
                 await owe(slot)
                 return
             self._discard(ahead, self._aheads_discarded)
-        if ticket.nothing_new and held.hold_now(ticket, self._respond_wake):
+        if ticket.decision is FetchDecision.HOLD and held.holding.hold_now(
+            ticket, self._respond_wake
+        ):
             # Held already: the response pump is woken by the end of the hold, not now.
-            await owe(HeldFetch(plan, ticket, _sent_now(arrival, arrival.muted_s)), wake=False)
+            await owe(HeldFetch(plan, ticket, arrival.sent_at(trio.current_time())), wake=False)
             return
         muted_s = arrival.muted_s
         first: bytes | None = None
@@ -259,11 +221,11 @@ class ClientFetches:
                 lease = await self._pool.allocate(held.response_max_bytes)
                 muted_s += trio.current_time() - parked_s
             lease.hand_off()  # released by finish (ticket.release)
-            ticket.lease = lease
+            ticket.pay(lease)
             header = plan.header
             body = encode(first_look, header.api_version)
             first = framed(encode_request_header(header), body)
-        arrival = _sent_now(arrival, muted_s)
+        arrival = arrival.sent_at(trio.current_time(), muted_s)
         if first is None or not link.is_open:  # (closed while muted: the shared way, then)
             await owe(HeldFetch(plan, ticket, arrival))
             return
@@ -313,7 +275,9 @@ class ClientFetches:
             and nothing_to_tell(repeat.context, held.states, held.names)
         ):
             held_ms = (trio.current_time() - slot.held_from_s) * 1000
-            frame = self._empty_answer(session.session_id, repeat.version, slot.correlation_id)
+            frame = self._empty_answers.frame(
+                session.session_id, repeat.version, slot.correlation_id
+            )
             return FetchAnswer([frame], len(frame), None, slot.held_from_s, "expired", held_ms)
         ticket = self._repeat_ticket = FetchTicket.of_repeat(self._node_id, repeat, hold,
                                                              slot.held_from_s)  # fmt: skip
@@ -331,40 +295,26 @@ class ClientFetches:
             advertise_node_endpoints(response, self._brokers)
         error_code = response.error_code or None
         outcome: Outcome = "error" if error_code else ("expired" if ticket.expired else "ok")
-        if _is_empty(response):
-            frame = self._empty_answer(response.session_id, version, correlation_id)
+        if is_empty(response):
+            frame = self._empty_answers.frame(response.session_id, version, correlation_id)
             return FetchAnswer([frame], len(frame), None, upstream_done_s, outcome, ticket.held_ms)
-        parts = _frame_parts(response, version, correlation_id)
+        parts = frame_parts(response, version, correlation_id)
         size = sum(len(part) for part in parts)
         return FetchAnswer(parts, size, error_code, upstream_done_s, outcome, ticket.held_ms)
-
-    def _empty_answer(self, session_id: int, version: int, correlation_id: int) -> bytearray:
-        """The frame of an answer with nothing in it (an idle incremental session's), encoded
-        once per (version, session id) and copied with ``correlation_id`` put in."""
-        key = (version, session_id)
-        encoded = self._empty_answers.get(key)
-        if encoded is None:
-            if len(self._empty_answers) >= _EMPTY_ANSWERS_KEPT:
-                self._empty_answers.clear()
-            empty = FetchResponse(session_id=session_id)
-            encoded = self._empty_answers[key] = b"".join(_frame_parts(empty, version, 0))
-        frame = bytearray(encoded)
-        frame[_CORRELATION_ID] = correlation_id.to_bytes(4, "big", signed=True)
-        return frame
 
     async def _read_ahead(
         self, looked: FetchRequest, response: FetchResponse, header: RequestHeader, wait_ms: int
     ) -> None:
         """Send the read-ahead of the client's next fetch (``header``: its last fetch's, whose
         max wait was ``wait_ms``), if there is one worth sending (fetch_ahead.Predictions) and
-        pool memory nobody waits for (see the module header)."""
+        pool memory nobody waits for, while the pool stays at least half free with it."""
         link, pool = self._upstream, self._pool
         request = self._predictions.answered(looked, response)
         if request is None or self._ahead is not None or not link.is_open:
             return
         size = self._held.response_max_bytes
         if pool.limit_bytes >= 0 and pool.available_bytes - size < pool.limit_bytes / 2:
-            return  # speculate only with the half of the pool (see the module header)
+            return  # consumers that pause with one out hold at most half the pool
         lease = pool.try_allocate(size)
         if lease is None:
             return
@@ -446,32 +396,3 @@ def _may_repeat(request: FetchRequest, context: FetchContext) -> bool:
     if context.kind is ContextKind.INCREMENTAL:
         return not request.topics and not request.forgotten_topics_data
     return context.kind is ContextKind.SESSIONLESS and request.session_id == 0
-
-
-def _is_empty(response: FetchResponse) -> bool:
-    """Whether ``response`` carries nothing but its session id (see ``_empty_answer``)."""
-    return not (
-        response.responses
-        or response.error_code
-        or response.throttle_time_ms
-        or response.node_endpoints
-        or response.raw_tagged_fields
-    )
-
-
-def _frame_parts(
-    response: FetchResponse, version: int, correlation_id: int
-) -> list[bytes | bytearray | memoryview]:
-    """``response`` as a frame's parts, size prefix first (records uncopied)."""
-    header = encode_response_header(
-        ResponseHeader(correlation_id), response_header_version(ApiKey.FETCH, version)
-    )
-    parts = encode_parts(response, version)
-    size = len(header) + sum(len(part) for part in parts)
-    return [size_prefix(size), header, *parts]
-
-
-def _sent_now(arrival: Arrival, muted_s: float) -> Arrival:
-    """``arrival`` as sent now (NamedTuple._replace costs more than building it anew)."""
-    return Arrival(arrival.arrival_s, arrival.ts, muted_s, arrival.request_bytes,
-                   trio.current_time())  # fmt: skip

@@ -1,28 +1,8 @@
-# Strategy: the listener service owns every client listener and its accept loop.
-#
-#   Listeners.run()  (its own nursery, "accepting"; cancelled first at shutdown)
-#   ├── bootstrap accept loop
-#   └── one accept loop per broker listener, started as `open_broker` queues them
-#
-# `open_broker` is called from inside response rewriting (proxy/directory.py): it binds the
-# socket synchronously, so the port accepts (the kernel queues connections in the backlog) by
-# the time the client reads the address, and hands the listener to `run` through a channel; the
-# accept loop is started by `run`'s own task. Rewriting never starts tasks.
-#
-# Accepted connections run in the handlers nursery `run` is given (they outlive the accept loops
-# so in-flight requests can drain on shutdown); with listener TLS configured each one does its
-# bounded handshake first, in its own handler task, so a stalled handshake blocks nobody.
-#
-# Limits (issue 29): each accepted connection is first put to the ConnectionAdmission
-# (proxy/connection/admission.py: total, per IP address, creation rates). A refused one is
-# closed at once, counted in connections_refused_total{reason} and logged, one line per reason
-# at most every 10 s with how many more were refused since. Then it takes a descriptor from the
-# DescriptorBudget (proxy/descriptors.py), or is refused the same way ("descriptors"); it gives
-# it back when it ends. Out of descriptors all the same, the accept loops wait and retry
-# (proxy/accepting.py) rather than end.
-#
-# Sockets come from a ListenerFactory: real sockets in production (SocketListeners), trio's
-# in-memory listeners in the in-process tests.
+# Strategy: the listener service owns every client listener and its accept loop (bootstrap,
+# and one per broker listener as `open_broker` binds them, synchronously, from inside response
+# rewriting). Each accepted connection is admitted (admission.py, then a descriptor), does its
+# bounded TLS handshake in its own task, and runs in the handlers nursery, which outlives the
+# accept loops so in-flight requests drain on shutdown.
 """The client listeners: bootstrap and per-broker ports, accept loops, TLS handshakes."""
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-# Strategy: in passthrough (issue 16) the rule is that every record a client receives was
-# fetched with its own identity. A held fetch's upstream reads (its first look and the re-fetch
-# after each wake-up, proxy/held/service.HeldRequests.answer) therefore go on the client's own
-# upstream connection, as requests of the proxy's own after the client's (UpstreamLink
-# .own_request), with the client's client id so the cluster's quotas and logs see the client.
-#
-# Each answer also says which partitions the cluster let this client read: those go into the
-# connection's `known` set, and only for them may the proxy later answer "nothing new" from
-# what it knows (HeldRequests.plan), so a client the cluster does not authorise never learns a
-# high watermark from what other clients fetched. The set follows the cluster's latest word,
-# not its first: a partition answered with an error (its Read ACL revoked, say), or left out
-# of the answer, leaves it, and a fetch refused as a whole takes every partition it asked for
-# out. From then on that connection's fetches of it go to the cluster, which says no.
+# Strategy: in passthrough every record a client receives is fetched with its own identity:
+# a held fetch's reads go on the client's own upstream connection, as requests of the proxy's
+# own after the client's. Each answer also says which partitions the cluster let it read
+# (`known`): only for those may the proxy answer "nothing new" from what it knows.
 """A held fetch's reads on its client's own upstream connection (passthrough)."""
 
 from __future__ import annotations

@@ -1,17 +1,49 @@
-# Strategy: every client request ends in exactly one RequestRecord (proxy/observer.py fans it
-# out to metrics and the request log). Building it is pure: the slot carries the request's
-# timings (Arrival) and the caller says how it ended, so this is a function of values and the
-# clock reading it is given.
+# Strategy: every client request ends in exactly one RequestRecord (proxy/observer.py fans it out to
+# metrics and the request log). Building it is pure: the slot carries the request's timings
+# (Arrival) and the caller says how it ended; a connection's Recorder reads the clock.
 """The RequestRecord of one finished client request."""
 
 from __future__ import annotations
 
+import trio
+
 from proxy.connection.state import Local, Slot, Unanswered
+from proxy.observer import Observer
 from proxy.outcomes import Outcome
 from proxy.request_log import RequestRecord
 from wire.apis import API_BY_KEY
 
-__all__ = ["request_record"]
+__all__ = ["Recorder", "request_record"]
+
+
+class Recorder:
+    """One connection's reports of its finished requests to the observer."""
+
+    __slots__ = ("_broker", "_connection_id", "_observer")
+
+    def __init__(self, observer: Observer, connection_id: int, broker: str) -> None:
+        self._observer = observer
+        self._connection_id = connection_id
+        self._broker = broker
+
+    def report(
+        self,
+        slot: Slot | Unanswered,
+        error_code: int | None,
+        response_bytes: int,
+        upstream_done_s: float,
+        outcome: Outcome,
+        held_ms: float = 0.0,
+    ) -> None:
+        """Hand one finished request's record to the observer (never blocks).
+
+        ``upstream_done_s``: when the upstream's part ended (response read, or the request
+        written for acks=0); the record's latency runs to now.
+        """
+        self._observer.request_done(
+            request_record(slot, self._connection_id, self._broker, error_code, response_bytes,
+                           upstream_done_s, outcome, held_ms, trio.current_time())
+        )  # fmt: skip
 
 
 def request_record(

@@ -1,8 +1,7 @@
 # Strategy: the one value every client connection receives instead of the server: the shared
-# resources serve() wired (config, pool, metrics, observer, broker directory, routing, dialer,
-# held requests, drain). Frozen, so a connection cannot rewire what others share; a test
-# harness builds its own with in-memory collaborators.
-"""What client connections share: ConnectionServices."""
+# resources serve() wired, and the few settings a connection reads (not the whole Config).
+# Frozen, so a connection cannot rewire what others share.
+"""What client connections share: ConnectionServices, ConnectionSettings."""
 
 from __future__ import annotations
 
@@ -20,7 +19,46 @@ from proxy.rewrite import BrokerDirectory
 from proxy.routing import Address, Routing
 from proxy.upstream.dialer import Dialer
 
-__all__ = ["ConnectionServices"]
+__all__ = ["ConnectionServices", "ConnectionSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """The settings a client connection reads (proxy/config.py says what each means).
+
+    Attributes:
+        sasl_request_max_bytes: the largest frame while a passthrough client's SASL exchange
+            is under way; None when the listener has no such phase (the proxy's identity, or
+            an upstream without SASL).
+        passthrough: clients authenticate to the cluster themselves (``[proxy] client_auth``).
+    """
+
+    idle_timeout_s: float
+    frame_timeout_s: float
+    send_timeout_s: float
+    authentication_timeout_s: float
+    upstream_idle_timeout_ms: int
+    upstream_answer_grace_s: float
+    request_max_bytes: int
+    sasl_request_max_bytes: int | None
+    passthrough: bool
+
+    @classmethod
+    def of(cls, config: Config) -> ConnectionSettings:
+        connections, memory = config.connections, config.memory
+        passthrough = config.proxy.client_auth == "passthrough"
+        sasl = passthrough and bool(config.upstream.sasl.mechanism)
+        return cls(
+            idle_timeout_s=connections.idle_timeout_ms / 1000,
+            frame_timeout_s=connections.frame_timeout_ms / 1000,
+            send_timeout_s=connections.send_timeout_ms / 1000,
+            authentication_timeout_s=connections.authentication_timeout_ms / 1000,
+            upstream_idle_timeout_ms=connections.upstream_idle_timeout_ms,
+            upstream_answer_grace_s=connections.upstream_answer_grace_ms / 1000,
+            request_max_bytes=int(memory.socket_request_max_bytes),
+            sasl_request_max_bytes=int(memory.unauthenticated_request_max_bytes) if sasl else None,
+            passthrough=passthrough,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,28 +66,28 @@ class ConnectionServices:
     """What every client connection shares, wired by serve() (or a test harness).
 
     Attributes:
+        settings: the few settings a connection reads.
         brokers: the rewriter's view of brokers (advertising returns a port, binds nothing
             it has to start: proxy/connection/listeners.py).
         routing: where a connection on a broker's port (or the bootstrap port) goes upstream.
         bootstrap: the configured upstream bootstrap servers.
         held: held fetches and produces; None when ``[fetch] hold = false``.
-        dialer: how the proxy's own upstream connections open (its TLS and SASL identity).
-        client_dialer: how client connections' upstream connections open: the same, or
-            without the proxy's SASL when clients authenticate themselves (passthrough).
+        client_dialer: how client connections' upstream connections open: the proxy's own
+            dialer, or without the proxy's SASL when clients authenticate themselves
+            (passthrough).
         api_versions: the cluster's ApiVersions answers, to answer reconnecting clients
             (proxy identity only).
         descriptors: what a client connection's own upstream connection takes a descriptor
             from while it is open (None: not counted, in-memory tests).
     """
 
-    config: Config
+    settings: ConnectionSettings
     pool: MemoryPool
     metrics: Metrics
     observer: Observer
     brokers: BrokerDirectory
     routing: Routing
     bootstrap: tuple[Address, ...]
-    dialer: Dialer
     held: HeldRequests | None
     drain: Drain
     client_dialer: Dialer
@@ -59,7 +97,7 @@ class ConnectionServices:
     @property
     def passthrough(self) -> bool:
         """Clients authenticate to the cluster themselves (``[proxy] client_auth``)."""
-        return self.config.proxy.client_auth == "passthrough"
+        return self.settings.passthrough
 
     def upstream_for(self, node_id: int | None) -> list[Address]:
         """Where a connection on ``node_id``'s port (None: bootstrap) should be forwarded."""

@@ -1,53 +1,25 @@
-# Strategy: the bookkeeping of one client connection, without I/O (h11's Connection, for Kafka).
-#
-# Two ordered ledgers, both fed by `owe()` in request order:
-#
-#   owed      what the client is owed, in request order: one slot per response it expects
-#             (Forwarded, Local, HeldFetch, HeldRepeat, HeldProduce). The response pump
-#             takes them with `next_owed()`, which answers NEED_REQUEST while the queue is
-#             empty and REQUESTS_DONE once the request side has ended and everything is
-#             answered. The slot taken last counts as in processing until the pump asks for
-#             the next one (`in_processing`: Kafka's one-request-per-channel rule, which the
-#             request side follows while memory is short).
-#   upstream  the correlation ids the upstream may answer, in the order they were sent. An
-#             entry is *required* (the client waits for it) or *optional*: an acks=0 produce
-#             (Kafka sends nothing, Tansu answers anyway) or a produce the proxy has already
-#             answered REQUEST_TIMED_OUT (`give_up`). `upstream_answer()` matches each upstream
-#             frame's correlation id against it: optional entries before the match got no
-#             answer and are dropped (a broker answers one connection in order), an answer to
-#             an optional entry is to be skipped, and anything else means the connection is out
-#             of step (UpstreamFailed). The response pump may send reads of its own for a
-#             held fetch (passthrough: `expect_own_answer`, with an id no client request has
-#             in flight); their answers are required entries like any other. An entry is also
-#             *paid* when its answer's memory was reserved before it was sent (a held fetch's
-#             response budget, proxy/held/service.py); the upstream link reserves the others'
-#             as it reads them (`next_answer_paid`, proxy/connection/upstream_link.py).
-#
-# Slots are frozen dataclasses, one class per kind, so the response pump dispatches on the type
-# and no slot carries fields that mean nothing for its kind. Every way the connection can end
-# is one ConnectionClosed subclass (proxy/errors.py); the first one noted is the reason.
-#
-# Bound: Kafka never answers acks=0, so a client that only sends acks=0 would add optional
-# entries that nothing ever pops. Past MAX_OPTIONAL of them the oldest are forgotten, as soon
-# as they reach the head of the ledger (a required answer still due keeps what follows it). A
-# broker that does answer acks=0 (Tansu) answers a connection in order and long before that
-# many are in flight, so nothing it sends goes unrecognised.
-#
-# Cost: owe() is two appends, upstream_answer() a popleft and a compare in the common case.
+# Strategy: the bookkeeping of one client connection without I/O (h11's Connection, for
+# Kafka): what the client is owed, in request order (`owe`, `next_owed`), what each request
+# becomes (`receive`), and which upstream answers are awaited, matched by correlation id
+# (`upstream_answer`; an answer to acks=0 or to a produce already answered is skipped). Pure:
+# it and everything it imports are trio-free (tests/unit/proxy/test_connection_purity.py).
 """The sans-I/O state of one client connection: owed responses and upstream matching."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
-from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.service import FetchTicket
-from proxy.rewrite import ProducedPartitions, RequestPlan
+from proxy.held.ticket import FetchTicket
+from proxy.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
+from wire.headers import peek_request_header
 from wire.sentinel import Sentinel
+
+if TYPE_CHECKING:
+    from proxy.held.delayed import DelayedFetch  # (a type only: this module is trio-free)
 
 __all__ = [
     "NEED_REQUEST",
@@ -83,6 +55,12 @@ class Arrival(NamedTuple):
     muted_s: float
     request_bytes: int
     sent_s: float
+
+    def sent_at(self, sent_s: float, muted_s: float | None = None) -> Arrival:
+        """This request, sent upstream (or queued) at ``sent_s``, after ``muted_s`` in the
+        pool if it waited longer (``_replace`` costs more than building it anew)."""
+        muted = self.muted_s if muted_s is None else muted_s
+        return Arrival(self.arrival_s, self.ts, muted, self.request_bytes, sent_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +102,7 @@ class HeldProduce:
 class HeldFetch:
     """A fetch the proxy answers itself. ``first_sent``: its first look went upstream on the
     client's own connection, with the client's correlation id (an active consumer's; see
-    client.py); otherwise HeldRequests.answer does all its upstream reads. ``ahead_id``: that
+    fetches.py); otherwise HeldRequests.answer does all its upstream reads. ``ahead_id``: that
     first look is a read-ahead sent before the fetch came, under this id of the proxy's own
     (proxy/connection/fetch_ahead.py), already in the upstream ledger."""
 
@@ -153,7 +131,10 @@ class HeldRepeat:
 Slot = Local | Forwarded | HeldFetch | HeldRepeat | HeldProduce
 
 
-#: Optional upstream entries kept at most, once they reach the head (see "Bound" above).
+#: Optional upstream entries kept at most. Kafka never answers acks=0, so a client that only
+#: sends acks=0 adds entries nothing pops: past this many the oldest are forgotten as they
+#: reach the head (a required answer still due keeps what follows it). A broker that does
+#: answer acks=0 (Tansu) answers in order, long before this many are in flight.
 MAX_OPTIONAL: Final = 4096
 
 
@@ -195,6 +176,27 @@ class Connection:
         return f"<Connection owed={len(self._owed)} upstream={len(self._upstream)}>"
 
     # -- the request side ----------------------------------------------------------------
+
+    def receive(
+        self,
+        plan: RequestPlan | LocalAnswer,
+        body: memoryview,
+        arrival: Arrival,
+        *,
+        hold_produce: bool,
+    ) -> Local | Forwarded | HeldProduce | Unanswered:
+        """The slot of a request (``body``: its frame without the size) that is not a fetch
+        the proxy answers: answered here (Local), forwarded with nothing owed (acks=0),
+        forwarded and held for its answer at most its timeout (a produce, when
+        ``hold_produce``), or forwarded. The pump owes it (``owe``) and sends what it says."""
+        if isinstance(plan, LocalAnswer):
+            api = peek_request_header(body)[:2]
+            return Local(plan.correlation_id, api, plan.response, arrival)
+        if not plan.expects_response:
+            return Unanswered(plan, arrival)
+        if plan.produced is not None and hold_produce:
+            return HeldProduce(plan, plan.produced, arrival)
+        return Forwarded(plan, arrival)
 
     @property
     def has_room(self) -> bool:

@@ -1,49 +1,9 @@
-# Strategy: a client connection's own connection to the broker it targets, as one object the two
-# pumps of proxy/connection/client.py share.
-#
-#   opened   on the first request that needs it (`stream`): with the proxy's identity, held
-#            fetches read through the proxy's shared channels, so a consumer that only fetches
-#            never opens one;
-#   closed   when unused for connections.upstream_idle_timeout_ms with nothing awaited on it
-#            (`_close_when_idle`, proxy identity only: in passthrough it carries the client's
-#            authentication), and re-opened on the next request that needs it; never once it
-#            carried a request whose state the broker binds to the connection
-#            (CONNECTION_BOUND_APIS, `stay_open`): then it ends with its client connection;
-#   answers  read in the order the ledger (proxy/connection/state.Connection) says they were
-#            sent. Only when the response pump sent a request of its own (passthrough reads,
-#            `own_request`; a read-ahead, `send_ahead`) can answers to later client requests
-#            come before the one it awaits: they wait in `_early` for their turn (a read-ahead's
-#            answer waits there for the client's next fetch, or is dropped, `drop`).
-#   memory   an answer is read within the pool (KIP-72, issue 29): its size first, then its
-#            bytes are reserved (waiting if the pool is out of memory: the upstream read is
-#            muted, TCP holds the rest at the broker), then its body. Answers whose memory was
-#            reserved before their request went (a held fetch's response budget: the ledger's
-#            `next_answer_paid`) are not charged twice, and one a read-ahead brought in whole
-#            (at most `read_ahead` bytes: a produce's or a Metadata answer) is charged without
-#            waiting: its bytes are held already, and waiting would free nothing. The response
-#            pump releases an answer's lease once it has written it to the client
-#            (`release_answer`), so a client that does not read holds one answer of the pool
-#            until connections.send_timeout_ms.
-#   hung     once the proxy answered a produce REQUEST_TIMED_OUT itself, the broker owes its own
-#            answer (it answers by timeout_ms): `expect_late_answer`. Nothing at all from the
-#            broker for connections.upstream_answer_grace_ms after that ends the connection
-#            (UpstreamFailed), so the client looks for the leader again instead of retrying
-#            into a hung broker for as long as it hangs.
-#
-# Writes go through a StreamWriter (proxy/framed.py): the request pump may `defer` a frame
-# while the client's next one is already in hand, so a pipelined batch goes upstream in one
-# writev; the client's reader writes it out before it waits (the link is its `flush` partner).
-# Reads bring up to `read_ahead` bytes at once, and the upstream reader writes what the
-# response pump deferred to the client before it waits.
-#
-# Concurrency without locks where possible: only the request pump adds to the ledger and it
-# marks the span from owing a slot to sending it (`forward`); the idle check (nothing
-# awaited, nothing deferred) and the closing happen between checkpoints, at one instant. In
-# passthrough both pumps send, so sends take a lock there and nothing is deferred. The one
-# send of the response pump with the proxy's identity, a read-ahead, goes only while the
-# request pump is not forwarding, and marks its own span (`_ahead_sent`): a forward or flush
-# of the request pump waits for its end (a read-ahead is ~100 bytes: on a socket it is one
-# write that does not wait).
+# Strategy: a client connection's own connection to the broker it targets, shared by its two
+# pumps: opened on the first request that needs it, closed when idle (proxy identity only, and
+# never once it carried a connection-bound request), its answers read in ledger order within the
+# pool (KIP-72) and matched by the sans-I/O Connection. A broker that stays silent past
+# connections.upstream_answer_grace_ms after the proxy answered a produce REQUEST_TIMED_OUT is
+# taken as hung (a hang guard, not a held operation's deadline).
 """A client connection's own upstream connection: opened on need, closed when idle."""
 
 from __future__ import annotations
@@ -101,11 +61,11 @@ class UpstreamLink:
         self._node_id = node_id
         self._conn = conn
         self._shared_sends = shared_sends
-        idle_ms = services.config.connections.upstream_idle_timeout_ms
+        idle_ms = services.settings.upstream_idle_timeout_ms
         self._idle_s = idle_ms / 1000 if idle_ms > 0 and not shared_sends else 0.0
         self._read_ahead = read_ahead
         self._flush_before_wait = flush_before_wait
-        self._answer_grace_s = services.config.connections.upstream_answer_grace_ms / 1000
+        self._answer_grace_s = services.settings.upstream_answer_grace_s
         self._late_due_s: float | None = None  # see `expect_late_answer`
         self._stream: trio.abc.Stream | None = None
         self._reader: FrameReader | None = None

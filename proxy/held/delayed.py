@@ -1,22 +1,8 @@
-# Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce.
-#
-# Both are synchronous state checks over data the proxy already has (proxy/held/partition_state.py);
-# neither ever awaits (the purgatory's contract). Whoever holds a DelayedFetch awaits `wait()`.
-# Its completion unparks a ParkingLot the holder may share: a client connection passes the lot
-# its response pump parks on, so a fetch held from the request pump wakes that pump once, when
-# it is done, and no Event is built per fetch (proxy/connection/fetches.py).
-#
-# - DelayedFetch watches its partitions. It completes when one of them has something the client
-#   has not seen: the readable end passed the offset the last fetch reached, an error, or a
-#   produce through the proxy made it stale. It does not count bytes: the holder re-fetches on
-#   completion and holds again while the fetch's min_bytes is not met (Kafka's DelayedFetch
-#   counts bytes from its local log instead, which the proxy does not have).
-# - DelayedProduce watches nothing: the upstream answer completes it (force_complete by the
-#   reader of the answer); its deadline is the request's timeout_ms. The holder (the client
-#   connection's response pump) waits for the answer under its own cancel scope whose deadline
-#   is the operation's `expiration_ms`, and expires the operation itself when that deadline
-#   wins (`expire`): no cancel scope crosses from the purgatory into the connection, and the
-#   purgatory still counts the expiry (the reliability tests and dashboards read it).
+# Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce:
+# synchronous checks over what the proxy knows, never awaiting (the purgatory's contract); the
+# wheel owns both deadlines. A DelayedFetch completes when a partition has something the client
+# has not seen, unparking a lot its holder may share. A DelayedProduce is completed by its
+# upstream answer; on expiry it makes the REQUEST_TIMED_OUT answer and interrupts the holder.
 """The delayed operations the proxy's purgatories hold: fetches and produces."""
 
 from __future__ import annotations
@@ -25,6 +11,7 @@ import trio
 
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.purgatory import DelayedOperation
+from proxy.rewrite import RequestPlan, produce_timed_out
 
 __all__ = ["DelayedFetch", "DelayedProduce"]
 
@@ -87,27 +74,42 @@ class DelayedFetch(DelayedOperation):
 
 
 class DelayedProduce(DelayedOperation):
-    """A forwarded produce waiting for its upstream answer, at most its timeout_ms."""
+    """A forwarded produce waiting for its upstream answer, at most its timeout_ms.
 
-    __slots__ = ("expired",)
+    Args:
+        delay_ms: what is left of the produce's timeout_ms.
+        plan: the produce's plan, to build its REQUEST_TIMED_OUT answer on expiry.
+        interrupt: the holder's wait for the broker's answer, cancelled on expiry.
 
-    def __init__(self, delay_ms: int) -> None:
+    Attributes:
+        answer: the frame the client gets: the broker's (``answered``) or, once the wheel
+            expired it, REQUEST_TIMED_OUT (None while it waits).
+    """
+
+    __slots__ = ("_interrupt", "_plan", "answer", "expired")
+
+    def __init__(self, delay_ms: int, plan: RequestPlan, interrupt: trio.CancelScope) -> None:
         super().__init__(delay_ms)
+        self._plan = plan
+        self._interrupt = interrupt
+        self.answer: bytes | bytearray | None = None
         self.expired = False
 
+    def answered(self, frame: bytearray) -> bool:
+        """The broker's answer came: complete with it (True), unless the wheel expired the
+        produce first (False: ``answer`` is the timeout's)."""
+        if self._completed:
+            return False
+        self.answer = frame
+        return self.force_complete()
+
     def try_complete(self) -> bool:
-        return False  # only the arrival of the answer completes it (force_complete)
+        return self.answer is not None and self.force_complete()
 
     def on_complete(self) -> None:
-        pass
+        pass  # the holder reads ``answer`` once its wait ends
 
     def on_expiration(self) -> None:
         self.expired = True
-
-    def expire(self) -> bool:
-        """The holder's deadline passed first: expire now (counted as an expiry); True unless
-        the answer or the purgatory's clock got there first."""
-        if self.is_completed:
-            return False
-        self.run()
-        return True
+        self.answer = produce_timed_out(self._plan)
+        self._interrupt.cancel()

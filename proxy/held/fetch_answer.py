@@ -1,20 +1,8 @@
-# Strategy: a client fetch, once its session context is known (proxy/held/fetch_session.py), is
-# answered from sessionless upstream fetches. This module is the pure part of that: which
-# upstream request to send, what an upstream answer teaches the proxy, whether it satisfies the
-# client, and the response the client gets. No trio, no sockets (like wire/).
-#
-# Keys: the client names a partition by topic name (Fetch <= v12) or topic id (v13+); its
-# session, the upstream request (sent at the client's own version) and the upstream answer all
-# use that same form ("client keys"). The proxy's shared knowledge (PartitionStates, the
-# purgatory's watch keys) uses canonical keys (topic names where the id is known).
-#
-# Passthrough (issue 29, isolation between identities): an answer read on a client's own
-# connection speaks for that identity only. Its per-partition errors (an authorization failure,
-# the high watermark -1 that comes with it) are not written into the shared knowledge
-# (`learn(errors=False)`): they would wake every other identity's held fetches and switch off
-# "nothing new" for them. And a client's response carries only what the cluster returned on
-# its connection, or, when nothing was asked, what it has itself read (`build_response`'s
-# `fill`); a partition the cluster left out is not filled in from what others learnt.
+# Strategy: the pure part of answering a client fetch from sessionless upstream fetches: the
+# upstream request to send, what an answer teaches the proxy (canonical keys), whether it
+# satisfies the client, and the response the client gets. In passthrough an answer to one
+# identity teaches the others only offsets, and a response carries only what that identity's
+# connection returned. No trio, no sockets.
 """Upstream fetch requests and client fetch responses, built from a fetch context."""
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
-# Strategy: an idle consumer sends the same request every max_wait_ms. With a KIP-227 fetch
-# session (the Java client) it is an incremental fetch that adds, changes and forgets nothing;
-# between two of them only the correlation id (in the header) and the session epoch (in the
-# body) change. Without one (librdkafka, kcat, kafka-python, aiokafka) it is a sessionless fetch
-# of the same partitions at the same offsets, the same bytes but for the correlation id.
-# Decoding it, planning it and building its ticket again was a measurable share of the proxy's
-# CPU per idle cycle (issue 17: the cycle's target is 100 µs).
-#
-# So a connection keeps the bytes of its last such request as a template with those two fields
-# cut out, and recognises the next one by comparing bytes. Where the epoch sits is found with
-# the generated codec, not written down per version: the learnt request is encoded with two
-# different epochs and the four bytes that differ are the epoch. A client whose encoding the
-# codec does not reproduce byte for byte (unknown tagged fields, say) gets no template and
-# keeps the ordinary path.
-#
-# What a match means is left to the caller (HeldRequests.hold_repeat): the bytes say "the same
-# request"; whether its session is still there at that epoch (or, sessionless, that the epoch
-# is still -1), and whether anything is new, is the session's and the partitions' business.
-# Pure: no trio, no sockets, no clock.
+# Strategy: an idle consumer sends the same fetch every max_wait_ms, but for its correlation
+# id and session epoch; decoding and planning it again was a measurable share of an idle
+# cycle. So a connection keeps its bytes as a template, and recognises the next one by
+# comparing bytes (where the epoch sits is found with the generated codec). What a match means
+# is the holder's business (FetchHolding.hold_repeat). Pure.
 """An idle consumer's repeated fetch, recognised by its bytes."""
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
-# Strategy: the broker side of KIP-227 incremental fetch sessions, as pure bookkeeping.
-#
-# The proxy terminates fetch sessions itself (DESIGN "The purgatory"): clients keep their
-# sessions with the proxy, and the proxy's own upstream fetches are sessionless. So the proxy
-# always knows each session's whole partition set and offsets, which is what a held fetch
-# needs to decide whether new data has arrived. This module is that state machine and nothing
-# else: no trio, no sockets, no clock (the caller passes now_ms), in the spirit of wire/.
-#
-# How a fetch request maps to a context (Kafka's FetchSessionCache.newContext):
-#
-#   session_id  epoch   context       what happens
-#   ----------  ------  ------------  -------------------------------------------------------
-#   0           0       FULL          fetch what the request lists; a session is created when
-#                                     the response is built (id 0 if the cache has no room)
-#   0           -1      SESSIONLESS   fetch what the request lists; no session
-#   S           0 / -1  FULL / SLESS  as above, and session S is closed first
-#   S           e > 0   INCREMENTAL   S must exist (else FETCH_SESSION_ID_NOT_FOUND) and be at
-#                                     epoch e (else INVALID_FETCH_SESSION_EPOCH); the request's
-#                                     partitions are added/updated, forgotten ones removed,
-#                                     and the response carries only partitions with news
-#
-# "News" for a partition is what Kafka's CachedPartition.maybeUpdateResponseData checks:
-# records, an error, or a high watermark / last stable offset / log start offset that differs
-# from what this session's client was last told.
+# Strategy: the broker side of KIP-227 fetch sessions, as pure bookkeeping: the proxy
+# terminates clients' sessions itself and fetches upstream sessionless, so it always knows each
+# session's whole partition set and offsets, which a held fetch needs to tell news. No trio,
+# no sockets, no clock (the caller passes now_ms).
 """KIP-227 fetch sessions, held by the proxy for its clients."""
 
 from __future__ import annotations
@@ -151,6 +131,25 @@ class FetchSession:
 
 
 class ContextKind(enum.Enum):
+    """How a fetch request maps to a context (Kafka's FetchSessionCache.newContext)::
+
+        session_id  epoch   context       what happens
+        0           0       FULL          fetch what the request lists; a session is created
+                                          when the response is built (id 0 if the cache has
+                                          no room)
+        0           -1      SESSIONLESS   fetch what the request lists; no session
+        S           0 / -1  FULL / SLESS  as above, and session S is closed first
+        S           e > 0   INCREMENTAL   S must exist (else FETCH_SESSION_ID_NOT_FOUND) and
+                                          be at epoch e (else INVALID_FETCH_SESSION_EPOCH);
+                                          the request's partitions are added/updated,
+                                          forgotten ones removed, and the response carries
+                                          only partitions with news
+
+    "News" for a partition is what Kafka's CachedPartition.maybeUpdateResponseData checks:
+    records, an error, or a high watermark / last stable offset / log start offset that
+    differs from what this session's client was last told.
+    """
+
     FULL = "full"
     SESSIONLESS = "sessionless"
     INCREMENTAL = "incremental"
@@ -162,7 +161,7 @@ class FetchContext:
     """How to answer one fetch request: what to fetch, and which partitions to send back.
 
     Attributes:
-        kind: see the table at the top of this module.
+        kind: see ContextKind.
         error_code: non-zero only for ERROR: answer with it at the top level, no partitions.
         partitions: every partition the fetch covers, in response order, with what the client
             asked for (for INCREMENTAL, the session's whole set after this request's changes).
@@ -256,7 +255,7 @@ class FetchSessionCache:
         return iter(self._sessions.values())
 
     def new_context(self, request: FetchRequest, now_ms: int) -> FetchContext:
-        """Classify a client's fetch request and apply it to its session (see the table)."""
+        """Classify a client's fetch request and apply it to its session (see ContextKind)."""
         uses_topic_ids = any(topic.topic_id.int for topic in request.topics)
         session_id, epoch = request.session_id, request.session_epoch
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):

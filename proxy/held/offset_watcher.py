@@ -1,64 +1,10 @@
-# Strategy: in client_auth = "passthrough" the proxy's own identity may learn offsets and high
-# watermarks, never record bytes (it may lack Read on the topics). The Fetch long-poll of
-# UpstreamWatcher returns records to the proxy identity, so this watcher asks ListOffsets
-# instead, and is a *change detector*: it never tells a client anything, it only wakes held
-# fetches, whose re-fetch on the client's own connection (its own identity) is where the
-# answer comes from.
-#
-# Why only a change detector: Tansu 0.6.0's ListOffsets latest is not the high watermark.
-# Measured (memory storage; v1, v5, v7, v8, v9; isolation_level 0 and 1): it answers the base offset
-# of the partition's last record batch + 1. Batches of 1, 1, 1, 4, 1, 10, 2 records (true ends
-# 1, 2, 3, 7, 8, 18, 20) gave 1, 2, 3, 4, 8, 9, 19; a Fetch at the same moments reported the
-# true high watermark. isolation_level 1 gives the same numbers, and an unknown topic or
-# partition is answered offset 0, error 0. So the answer must never be written into
-# PartitionStates as a high watermark (it would be reported to clients and compared with
-# fetch offsets). What does hold, on Kafka (answer = high watermark) and Tansu (answer = last
-# base + 1 <= the true end) alike: every appended batch makes the answer strictly larger than
-# the end before it. Hence the two rules by which an answer is news for a partition:
-#
-#   - it differs from this watcher's previous answer for it (an append, a truncation, a
-#     recreated topic, an error that appeared or went away), or
-#   - it is past the high watermark the proxy learnt from a Fetch answer (records landed
-#     since; this catches the first answer, which has no previous one to compare with).
-#
-# News marks the partition stale (PartitionStates.invalidate, as a produce through the proxy
-# does) and calls `check_and_complete`: the held fetches wake and re-fetch on their own
-# connections, which learn the true high watermark, last stable offset and records. No news
-# costs nothing. A spurious wake (e.g. the answer moved but a client's fetch had already
-# learnt the new end) costs one re-fetch per held fetch, and is bounded by the broker's
-# changes, never a loop.
-#
-# One ListOffsets per interval_ms ([fetch] offset_watch_interval_ms) covers every wanted
-# partition of the broker, timestamp -1 (latest), isolation read_uncommitted only. Not also
-# read_committed: a last stable offset moves only when a transaction marker is written and
-# replicated, which moves the high watermark in the same step, so watching the log end sees
-# every move of the LSO; the read_committed fetch it wakes re-fetches and holds again if its
-# readable end did not move (a wake per change while transactions are open, no more). Tansu
-# answers both isolation levels alike anyway.
-#
-# Per-partition errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, an authorization
-# failure of the proxy's own identity...) are never written into PartitionStates either: the
-# proxy's view is not the client's. An error uncovers the partition (fetches go to the broker)
-# and wakes its fetches only when it differs from the previous answer (once per change), so a
-# lasting error neither wakes in a loop nor ever wakes if it was there from the first poll.
-# A failed request (UpstreamUnavailable, or an answer that does not decode) uncovers every
-# polled partition and retries after a pause; the previous answers are kept, so anything that
-# moved during the outage is news on the first answer after it.
-#
-# Freshness: a Fetch long-poll is answered as soon as a partition grows, so the Fetch watcher
-# may claim a partition covered while its poll is out. A ListOffsets answer is only a sample:
-# it says the log had not grown when the request was sent, and growth after that is seen by
-# the next poll, one interval later. So a partition whose answer was no news counts as fresh
-# (`watched_until_ms`) until the poll's send time + interval_ms: the "nothing new" a held
-# fetch may conclude without asking the broker is never more than interval_ms old. Only
-# partitions whose state is known (learnt from a Fetch answer, not stale) are claimed. Between
-# that moment and the next poll's answer (one round trip) the partition is not covered and
-# fetches ask the broker: a little more upstream traffic, never a stale "nothing new". For the
-# same reason a broker that stops answering uncovers everything by itself within one interval
-# (its held fetches then wake only on their deadlines or produces through the proxy).
-#
-# Keys known only by topic id are not watched (ListOffsets is by name), as with the Fetch
-# watcher. The watcher has a BrokerChannel of its own, as the Fetch watcher does.
+# Strategy: in passthrough the proxy's identity may learn offsets, never records, so this
+# watcher polls ListOffsets (latest) for every wanted partition of its broker, once per
+# [fetch] offset_watch_interval_ms, and is only a change detector: an answer that differs
+# from its last one, or passes the high watermark a Fetch taught, marks the partition stale
+# and wakes its held fetches, which re-fetch with their own identity. Its answers are never
+# written into PartitionStates (Tansu's latest offset is not the high watermark), and a
+# partition counts as covered only until the poll's send time + the interval.
 """The per-broker offset watcher: wakes held fetches from ListOffsets answers, never records."""
 
 from __future__ import annotations

@@ -1,32 +1,8 @@
-# Strategy: what the proxy knows about each partition's log end, so a held fetch can tell
-# "nothing new" without asking the broker.
-#
-# Every upstream fetch answer (a client's immediate fetch, a re-fetch after a wake, the
-# watcher's long-poll) reports the partition's high watermark, last stable offset and log start
-# offset; they are recorded here. A produce through the proxy makes the partition *stale*: its
-# log end moved by an amount only the broker knows. Knowledge is trusted for skipping an upstream
-# fetch only while the broker's watcher covers the partition (``watched_until_ms``): outside that
-# window someone who bypasses the proxy may have written to it.
-#
-# Keys are (topic name, partition). Clients on Fetch/Produce v13+ name topics by id; the
-# TopicNames registry, fed by the Metadata responses the proxy rewrites, turns ids into names so
-# a produce by id wakes a fetch by name and the watcher (which fetches by name) can cover both.
-# An id the registry has not seen stays a UUID key: it still works for wake-ups between clients
-# that use ids, it is just not watched.
-#
-# The table is bounded (issue 29: a client that fetched 150,000 made-up partitions grew the
-# process by 44 MiB, for good). Knowledge is worth keeping only for partitions something still
-# names: a held fetch (the purgatory's watch keys), a fetch session, a watcher's wanted set.
-# Its owner (proxy/held/service.py) sweeps with that set (`evict`) when the table holds
-# `sweep_floor` entries, or twice what the last sweep kept named, besides what that sweep kept
-# for being new (`crowded`: sweeps cost O(1) per entry added), and every few seconds while it
-# may hold something nobody names (`sweep_due`). A state learnt since the last sweep is
-# always kept (two generations): the fetch that learnt it may be about to name it, and a sweep
-# between its answer and its hold would otherwise cost that fetch its wake-ups. So an entry
-# nobody names lives at most two sweeps, and the table stays within twice its threshold plus
-# one answer's partitions. Evicting costs nothing but a later upstream fetch: a partition the
-# proxy knows nothing of is never "nothing new". The sweep builds a new dict, so the memory of
-# evicted entries goes back (a dict never shrinks by deletions).
+# Strategy: what the proxy knows of each partition's log end (high watermark, last stable
+# offset, log start, from every upstream answer), so a held fetch can tell "nothing new"
+# without asking the broker, trusted only while a watcher covers the partition; a produce
+# through the proxy makes it stale. Keys are (topic name, partition); TopicNames turns v13+
+# topic ids into names. The table is bounded: entries nothing names are swept (issue 29).
 """Known log ends of partitions, and the topic id -> name registry."""
 
 from __future__ import annotations
@@ -109,7 +85,7 @@ DEFAULT_SWEEP_FLOOR = 10_000
 
 class PartitionStates:
     """What the proxy knows of the partitions it has fetched from, by :data:`PartitionKey`,
-    for those something still names (see the module header).
+    for those something still names: a held fetch, a fetch session, a watcher's wanted set.
 
     Args:
         sweep_floor: the size below which ``crowded`` is never true.
@@ -130,8 +106,10 @@ class PartitionStates:
 
     @property
     def crowded(self) -> bool:
-        """Whether the table has grown enough since the last sweep to sweep again (see the
-        module header)."""
+        """Whether the table has grown enough since the last sweep to sweep again: it holds
+        ``sweep_floor`` entries, or twice what the last sweep kept named besides what it kept
+        for being new (so sweeps cost O(1) per entry added). A state learnt since the last
+        sweep is always kept: an entry nobody names lives at most two sweeps."""
         return len(self._states) >= self._sweep_at
 
     @property

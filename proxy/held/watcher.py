@@ -1,37 +1,9 @@
-# Strategy: one long-poll per broker stands in for every fetch held for that broker's partitions
-# (DESIGN "The purgatory": waiting never occupies an upstream socket per client).
-#
-# Held fetches declare the partitions they wait on (`want`, until their deadline plus a linger,
-# so a consumer's next fetch finds the partition still covered). The watcher fetches all of them
-# at their known high watermark, sessionless, with min_bytes 1 and max_wait watcher_max_wait_ms:
-# the broker answers when any of them grows, or at the deadline. Each answer goes into the
-# PartitionStates; a partition whose state changed gets `check_and_complete`, which wakes the
-# fetches waiting on it. While a poll covering a partition is out, its state counts as fresh
-# (`watched_until_ms`), which is what lets a fetch at the known end skip the broker entirely.
-#
-# Coverage lasts from a poll's send until its answer has been read and the next poll sent (no
-# await between the two), not for a fixed time: the broker answers a poll as soon as a
-# partition grows, so while one is out any news is learnt as soon as the proxy reads it, and a
-# fetch held meanwhile is woken then, however busy the proxy's loop is. (Measured at 10,000
-# idle consumers: with the loop saturated the answers were read 0.5-1.4 s after their send, and
-# a fixed 2 x max wait let ~15 % of the fetches lose their cover and be planned and read
-# upstream the slow way, adding load to a loop that had none to spare.) A poll out for
-# `_HUNG_POLLS` max waits is taken as lost; a failed one uncovers at once.
-#
-# The watcher fetches by topic name at one fixed version (v12: names, flexible, last stable
-# offset and log start offset); partitions known only by topic id are not watched (their held
-# fetches still wake on produces through the proxy and on their deadline).
-#
-# Each partition is polled with the leader epoch the fetches waiting on it named. Since Fetch
-# v11 (KIP-392) a follower serves a consumer's fetch that names no epoch, so a poll without one
-# would never notice that the broker lost the partition's leadership, and a fetch held on it
-# would be answered "nothing new" at its max wait (Kafka answers it FENCED_LEADER_EPOCH at once,
-# with the new leader). With the epoch, the broker fences the poll; the error wakes the held
-# fetches, whose re-fetch with their own epoch gets the broker's answer to pass on.
-#
-# A poll only covers the partitions wanted when it was sent: a partition wanted later is added
-# to the next poll, at most one max wait later. The broker answers one connection's requests in
-# order, so the watcher has a BrokerChannel of its own.
+# Strategy: one long-poll per broker stands in for every fetch held on its partitions
+# (DESIGN "The purgatory": waiting never occupies an upstream socket per client). It fetches
+# every wanted partition at its known high watermark (v12, min_bytes 1, watcher_max_wait_ms,
+# each with the leader epoch its fetches named, so a moved leadership fences the poll); each
+# answer updates PartitionStates and wakes the fetches on what changed. A partition counts as
+# covered from a poll's send until its answer is read.
 """The per-broker upstream watcher: one long-poll over the union of held fetches' partitions."""
 
 from __future__ import annotations
@@ -132,7 +104,7 @@ class UpstreamWatcher:
         """The poll over ``keys`` failed: the broker died or dropped the connection. What
         the proxy knows of them is no longer current, and the fetches waiting on them are
         woken to read the broker themselves: a dead broker then closes their clients'
-        connections at once (service.py), as the broker's own connections closed."""
+        connections at once (refetch.broker_gone), as the broker's own connections closed."""
         states, purgatory = self._states, self._purgatory
         states.uncover(keys)
         for key in keys:

@@ -11,9 +11,8 @@ import collections
 import inspect
 import typing
 
-from proxy.connection.client import ClientConnection
 from proxy.connection.fetches import FetchAnswer
-from proxy.connection.records import request_record
+from proxy.connection.records import Recorder, request_record
 from proxy.outcomes import MEANINGS, OUTCOMES, Outcome
 from proxy.request_log import RequestRecord
 from tests.pipeline._traffic import TrafficRun
@@ -31,10 +30,10 @@ def test_the_code_writes_outcomes_of_that_type() -> None:
         typing.get_type_hints(RequestRecord)["outcome"],
         typing.get_type_hints(FetchAnswer)["outcome"],
         typing.get_type_hints(request_record)["outcome"],
-        typing.get_type_hints(ClientConnection._report)["outcome"],
+        typing.get_type_hints(Recorder.report)["outcome"],
     ]
     assert hints == [Outcome] * 4
-    assert "outcome" in inspect.signature(ClientConnection._report).parameters
+    assert "outcome" in inspect.signature(Recorder.report).parameters
 
 
 def test_report_md_defines_every_outcome(traffic_run: TrafficRun) -> None:

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from proxy.framed import FrameReader
-from proxy.held.delayed import DelayedFetch, DelayedProduce
+from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_answer import (
     FetchResults,
     build_response,
@@ -131,32 +131,6 @@ async def test_read_committed_fetch_waits_for_the_last_stable_offset() -> None:
     assert uncommitted.try_complete()
     states.learn(("t", 0), 11, 11, 0, 0)  # the commit marker
     assert committed.try_complete()
-
-
-async def test_produce_expires_at_its_timeout(autojump_clock: trio.testing.MockClock) -> None:
-    purgatory = Purgatory()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(purgatory.run)
-        operation = DelayedProduce(1000)
-        purgatory.try_complete_else_watch(operation, ())
-        await trio.sleep(0.999)
-        assert not operation.expired
-        await trio.sleep(0.006)
-        nursery.cancel_scope.cancel()
-    assert operation.expired and operation.is_completed
-    assert purgatory.statistics().expired == 1
-
-
-async def test_produce_expired_by_its_holder_counts_once() -> None:
-    purgatory = Purgatory()
-    operation = DelayedProduce(1000)
-    purgatory.try_complete_else_watch(operation, ())
-    assert operation.expire() and operation.expired
-    assert not operation.expire() and not operation.force_complete()
-    assert purgatory.statistics().expired == 1 and purgatory.pending == 0
-    answered = DelayedProduce(1000)
-    purgatory.try_complete_else_watch(answered, ())
-    assert answered.force_complete() and not answered.expire() and not answered.expired
 
 
 # -- what the proxy knows ---------------------------------------------------------------------

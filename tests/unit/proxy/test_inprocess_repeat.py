@@ -12,7 +12,8 @@ import trio
 import trio.testing
 
 from proxy.held.fetch_session import INVALID_FETCH_SESSION_EPOCH
-from proxy.held.service import HeldRequests
+from proxy.held.holding import FetchHolding
+from proxy.held.planning import FetchPlanner
 from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
 from wire.messages.fetch_request import FetchRequest
@@ -26,18 +27,18 @@ def _incremental(session_id: int, epoch: int) -> FetchRequest:
 
 
 class _Plans:
-    """Counts the fetches HeldRequests plans the ordinary way (decoded, through the session
-    cache) and the repeats it plans from their bytes."""
+    """Counts the fetches the held path plans the ordinary way (decoded, through the session
+    cache) and the repeats it holds from their bytes."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ordinary = self.repeats = 0
-        for name, counter in (("plan", "ordinary"), ("hold_repeat", "repeats")):
-            monkeypatch.setattr(HeldRequests, name, self._counting(getattr(HeldRequests, name),
-                                                                   counter))  # fmt: skip
+        for owner, name, counter in ((FetchPlanner, "plan", "ordinary"),
+                                     (FetchHolding, "hold_repeat", "repeats")):  # fmt: skip
+            monkeypatch.setattr(owner, name, self._counting(getattr(owner, name), counter))
 
     def _counting(self, method: Callable[..., Any], counter: str) -> Callable[..., Any]:
-        def counted(held: HeldRequests, *args: Any, **kwargs: Any) -> Any:
-            result = method(held, *args, **kwargs)
+        def counted(owner: object, *args: Any, **kwargs: Any) -> Any:
+            result = method(owner, *args, **kwargs)
             if result is not None:
                 setattr(self, counter, getattr(self, counter) + 1)
             return result

@@ -1,0 +1,75 @@
+# Strategy: "answer now, hold, or fetch" was decided in seven places over two pumps; here it is
+# one pure decision per request kind: a fetch's on arrival and after each read, a produce's
+# hold. The holders only carry it out. Pure (no trio, no clock): the caller passes what it
+# knows.
+"""What the proxy does with a fetch or a produce it holds: one decision each."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from proxy.held.fetch_answer import FetchResults, has_unread_records, satisfied
+from proxy.held.fetch_session import ContextKind, FetchContext
+from wire.messages.fetch_request import FetchRequest
+
+__all__ = ["FetchDecision", "decide_after_read", "decide_fetch", "produce_hold_ms"]
+
+
+class FetchDecision(enum.Enum):
+    """What becomes of a client fetch: on arrival (``decide_fetch``) and after each read of
+    the broker (``decide_after_read``)."""
+
+    #: Answered now, with what there is (on arrival: a session error, or no partitions).
+    ANSWER = "answer"
+    #: Into the purgatory until news or the deadline (on arrival: nothing new is known).
+    HOLD = "hold"
+    #: The broker is asked (on arrival: the first look; after a read: at once, again).
+    FETCH = "fetch"
+
+
+def decide_fetch(
+    context: FetchContext, max_wait_ms: int, nothing_new: Callable[[FetchContext], bool]
+) -> FetchDecision:
+    """The decision for a fetch of ``context`` (its session applied) that may wait
+    ``max_wait_ms``; ``nothing_new`` says whether the proxy knows its partitions have nothing
+    the client has not seen (asked only when it matters: it reads every partition)."""
+    if context.kind is ContextKind.ERROR or not context.partitions:
+        return FetchDecision.ANSWER
+    if max_wait_ms > 0 and nothing_new(context):
+        return FetchDecision.HOLD
+    return FetchDecision.FETCH
+
+
+def decide_after_read(
+    request: FetchRequest,
+    context: FetchContext,
+    results: FetchResults,
+    now_ms: int,
+    deadline_ms: int,
+    *,
+    held: bool,
+    patient: bool,
+) -> FetchDecision:
+    """The decision for a fetch after a read of the broker (``results``; empty when nothing
+    was read), as long as Kafka would hold it: ANSWER once the deadline passed or the answer
+    satisfies the client (min_bytes, or an error); FETCH again at once when the broker
+    reported records it did not return (a broker that reads its storage within max_wait),
+    once per wake-up (``patient``); else HOLD. ``held``: it is in the purgatory already
+    (entered on arrival), which it leaves only by news or its deadline."""
+    if not held and (
+        now_ms >= deadline_ms or not context.partitions or satisfied(results, request.min_bytes)
+    ):
+        return FetchDecision.ANSWER
+    if patient and has_unread_records(context, results, request.isolation_level):
+        return FetchDecision.FETCH
+    return FetchDecision.HOLD
+
+
+def produce_hold_ms(timeout_ms: int, waited_ms: int, answered: bool) -> int | None:
+    """How long a produce (acks=1/all, ``timeout_ms``, sent ``waited_ms`` ago) is held in the
+    produce purgatory for its answer; None: answer it now, without holding (its answer is in
+    hand already, or it may not wait: a purgatory entry would cost more than the rest)."""
+    if timeout_ms <= 0 or answered:
+        return None
+    return max(0, timeout_ms - waited_ms)
