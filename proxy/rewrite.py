@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from proxy.client_sasl import CLIENT_SASL_APIS, ClientSaslV0, refuse_client_sasl
-from proxy.held.partition_state import TopicNames
 from proxy.routing import Address
+from proxy.topic_names import TopicNames
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
 from wire.codec import decode_api_versions_response, decode_response, encode
 from wire.errors import UnknownApiKey, UnsupportedVersion

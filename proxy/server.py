@@ -45,7 +45,6 @@ from proxy.connection.services import ConnectionServices
 from proxy.descriptors import PER_BROKER, DescriptorBudget, raise_descriptor_limit
 from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
-from proxy.held.partition_state import TopicNames
 from proxy.held.service import HeldRequests
 from proxy.http import serve_http
 from proxy.memory import MemoryPool
@@ -57,6 +56,7 @@ from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.secure_upstream import UpstreamSecurity
 from proxy.tls import ServerTls
+from proxy.topic_names import TopicNames
 from proxy.upstream.dialer import Dialer, UpstreamDialer
 from proxy.upstream.metadata import refresh_metadata_forever
 from wire.codec import precompile
