@@ -1,56 +1,24 @@
-# Strategy: KIP-72's process-wide bytes limit, as a trio primitive.
-#
-# The pool is a signed byte counter (``available``) plus a queue of parked callers. Every
-# request the proxy reads from a client, and every fetch response it asks for, is paid for
-# from it; when it is empty the readers park in ``allocate`` (the KIP-72 "mute": a reader
-# that does not call ``receive_some`` lets TCP back-pressure the client).
+# Strategy: KIP-72's process-wide bytes limit, as a trio primitive. Every request the proxy
+# reads from a client, and every fetch response it asks for, is paid for from one signed byte
+# counter (``available``); when it is empty the readers park in ``allocate`` (the KIP-72 "mute":
+# a reader that does not call ``receive_some`` lets TCP back-pressure the client).
 #
 # * Non-strict, as in Kafka's broker: an allocation succeeds whenever ``available >= 1`` and
-#   subtracts the *whole* size, so ``available`` may go negative. A strict pool would
-#   starve a 1 MiB request behind a stream of 1 KiB ones forever; the price is that the
-#   true bound on outstanding bytes is ``limit + max_allocation - 1``.
-# * Hand-off, not wake-and-retry: ``release`` gives memory directly to parked callers (it
-#   subtracts their size and reschedules them with a Lease) while ``available >= 1``. So
-#   a newcomer can never barge past a parked caller, and there is an invariant the fast
-#   paths lean on: *callers are parked only while available <= 0.*
-# * Wake order (proxy/wake_order.py): random while memory is tight (available below
-#   ``tight_fraction`` of the limit, default 10%, which includes "out of memory"), in rounds
-#   by connection (a caller's Turn: no connection served twice while another waits for its
-#   turn), arrival order otherwise. This plays the role of Kafka's selection-key shuffle
-#   (Selector.determineHandlingOrder): any fixed order starves whoever is always last. The
-#   order is a small pluggable policy (``WakeOrder``) so the fairness benchmark can compare
-#   it with FIFO and a fixed order.
-# * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): enforced.
-#   ``allocate`` refuses, with ``WouldDeadlock``, a task that holds a lease from this pool,
-#   whether or not it would have to wait, so the bug shows on the first call, not only under
-#   load. A reader that passes a complete frame's lease on to another task (which releases
-#   it once the bytes are written upstream) calls ``lease.hand_off()``: that release no
-#   longer depends on the reader.
-# * Requests in processing (issue 29): a request the proxy has forwarded leaves its memory for
-#   the kernel's and the broker's, but a Kafka broker counts a request until its processing
-#   ends, and a client pipelining large requests through the proxy fills those buffers while
-#   others wait for their first turn. So the client connection moves a forwarded request's
-#   bytes from its lease to ``in_processing`` (``start_processing``) until the answer is written
-#   (``end_processing``): they take room in the pool, not in ``used_bytes``; while memory is
-#   short the connection keeps one request in processing (proxy/connection/client.py).
-# * Honest growth, a large frame paid for as its bytes arrive, with one overdraft that keeps
-#   half-read frames from waiting for each other: proxy/memory_growth.py.
-# * Sensors (KIP-72 meanings: depletion, mutes): proxy/memory_sensors.py.
-#
-# Worked example: MemoryPool(21, max_allocation_bytes=10), tight below 2.1 bytes.
-#
-#   step  call                      available      result
-#   ----  ------------------------  -------------  ----------------------------------
-#   1     try_allocate(10)          21 -> 11       lease A
-#   2     try_allocate(10)          11 ->  1       lease B
-#   3     try_allocate(10)           1 -> -9       lease C (1 byte free was enough)
-#   4     try_allocate(1)           -9             None; depletion starts (t=4)
-#   5     task T: allocate(5)       -9             T parks: muted_now=1, mutes_total=1
-#   6     task U: allocate(5)       -9             U parks: muted_now=2, mutes_total=2
-#   7     release(A)                -9 -> 1 -> -4  1 < 2.1 is tight: a random one of T, U
-#                                                  gets a lease; the other stays parked
-#   8     release(B)                -4 -> 6 -> 1   the other gets its lease; nobody is
-#                                                  parked, so depletion ends (t=8)
+#   takes the *whole* size, so a 1 MiB request is never starved behind 1 KiB ones; the bound
+#   on outstanding bytes is ``limit + max_allocation - 1``.
+# * Hand-off, not wake-and-retry: ``release`` gives memory straight to parked callers, so a
+#   newcomer never barges past them, and *callers are parked only while available <= 0*.
+# * Wake order (proxy/wake_order.py): random while memory is tight, in rounds by connection,
+#   arrival order otherwise: Kafka's selection-key shuffle, since any fixed order starves
+#   whoever is always last.
+# * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): ``allocate``
+#   refuses a task that holds a lease (``WouldDeadlock``), waiting or not, so the bug shows on
+#   the first call; a reader that passes a whole frame on calls ``lease.hand_off()``.
+# * Requests in processing (issue 29): a forwarded request's bytes stay counted until its
+#   answer is written (``start_processing``/``end_processing``), as a broker counts a request
+#   until its processing ends; apart from ``used_bytes``.
+# * Growth of a lease as a large frame arrives, and its overdraft: proxy/memory_growth.py.
+#   Sensors (depletion, mutes): proxy/memory_sensors.py. Leases: proxy/lease.py.
 #
 # Task safety: trio runs one task at a time and no method here awaits in the middle of
 # changing state, so no lock is needed. The pool must be used from one trio run.
@@ -94,6 +62,22 @@ def _task_or_none() -> trio.lowlevel.Task | None:
         return _current_task()
     except RuntimeError:
         return None
+
+
+# Worked example: MemoryPool(21, max_allocation_bytes=10), tight below 2.1 bytes.
+#
+#   step  call                      available      result
+#   ----  ------------------------  -------------  ----------------------------------
+#   1     try_allocate(10)          21 -> 11       lease A
+#   2     try_allocate(10)          11 ->  1       lease B
+#   3     try_allocate(10)           1 -> -9       lease C (1 byte free was enough)
+#   4     try_allocate(1)           -9             None; depletion starts (t=4)
+#   5     task T: allocate(5)       -9             T parks: muted_now=1, mutes_total=1
+#   6     task U: allocate(5)       -9             U parks: muted_now=2, mutes_total=2
+#   7     release(A)                -9 -> 1 -> -4  1 < 2.1 is tight: a random one of T, U
+#                                                  gets a lease; the other stays parked
+#   8     release(B)                -4 -> 6 -> 1   the other gets its lease; nobody is
+#                                                  parked, so depletion ends (t=8)
 
 
 @final

@@ -11,18 +11,6 @@
 # growth, the one granted last before the pool ran dry always fits the overdraft, so frames
 # never wait for each other for ever. Freed memory goes to parked growth first, in arrival
 # order (those frames finish and free their memory), then to parked allocations.
-#
-# Growth, a fresh pool of the same size; leases G and H (4 bytes each, available 13) are
-# each reading a 10-byte frame:
-#
-#   step  call                      available      result
-#   ----  ------------------------  -------------  ----------------------------------
-#   1     G.try_grow(4), H: (4)     13 -> 5        both at 8 bytes (available was >= 1)
-#   2     G.grow(2)                  5 -> 3        G at 10: its frame is whole
-#   3     C = try_allocate(10)       3 -> -7       lease C (non-strict)
-#   4     H.grow(2)                 -7 -> -9       out of memory, but H takes the overdraft:
-#                                                  -9 >= 1 - 10, so H grows and completes
-#   5     G.release()               -9 -> 1        H's overdraft ends with H's release
 """The memory pool's growth of held leases (Lease.try_grow, Lease.grow) and its overdraft."""
 
 from __future__ import annotations
@@ -51,6 +39,19 @@ class _Growth:
         self.task = task
         self.lease = lease
         self.size_bytes = size_bytes
+
+
+# Worked example: MemoryPool(21, max_allocation_bytes=10); leases G and H (4 bytes each,
+# available 13) are each reading a 10-byte frame:
+#
+#   step  call                      available      result
+#   ----  ------------------------  -------------  ----------------------------------
+#   1     G.try_grow(4), H: (4)     13 -> 5        both at 8 bytes (available was >= 1)
+#   2     G.grow(2)                  5 -> 3        G at 10: its frame is whole
+#   3     C = try_allocate(10)       3 -> -7       lease C (non-strict)
+#   4     H.grow(2)                 -7 -> -9       out of memory, but H takes the overdraft:
+#                                                  -9 >= 1 - 10, so H grows and completes
+#   5     G.release()               -9 -> 1        H's overdraft ends with H's release
 
 
 class PoolGrowth:
