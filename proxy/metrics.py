@@ -36,7 +36,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -59,7 +59,6 @@ from proxy.errors import ConnectionClosed
 from proxy.memory import MemoryPool
 
 if TYPE_CHECKING:
-    from proxy.held.partition_state import PartitionStates
     from proxy.purgatory import Purgatory
     from proxy.readiness import Readiness
     from proxy.request_log import RequestLog, RequestRecord
@@ -67,6 +66,17 @@ if TYPE_CHECKING:
 __all__ = ["LATENCY_BUCKETS_S", "REFUSAL_REASONS", "Metrics"]
 
 PREFIX = "purgatory_proxy"
+
+
+class KnownPartitions(Protocol):
+    """What the metrics read of the held path's partition table (held/partition_state.py),
+    named here so that observability does not import the held path."""
+
+    @property
+    def evicted(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
 
 #: Every reason a connection is refused at accept (proxy/connection/admission.py and the
 #: descriptor budget in listeners.py): the labels of connections_refused_total.
@@ -235,7 +245,7 @@ class Metrics:
         """Export ``readiness`` (what /readyz answers) as ``ready`` and ``not_ready{cause}``."""
         self._state.readiness = readiness
 
-    def attach_partition_states(self, states: PartitionStates) -> None:
+    def attach_partition_states(self, states: KnownPartitions) -> None:
         """Export the size of the held fetches' partition-state table and its evictions."""
         self._state.partition_states = states
 
@@ -373,7 +383,7 @@ class _StateCollector(Collector):
         self.pool = pool
         self.request_log: RequestLog | None = None
         self.purgatories: dict[str, Purgatory] = {}
-        self.partition_states: PartitionStates | None = None
+        self.partition_states: KnownPartitions | None = None
         self.readiness: Readiness | None = None
 
     def describe(self) -> list[Metric]:

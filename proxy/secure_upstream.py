@@ -39,7 +39,6 @@ from pathlib import Path
 
 import trio
 
-from proxy.config import UpstreamSection
 from proxy.errors import StartupError, UpstreamUnavailable
 from proxy.routing import Address
 from proxy.sasl_client import (
@@ -50,7 +49,7 @@ from proxy.sasl_client import (
     SaslCredentials,
     reauthentication_delay_ms,
 )
-from proxy.security_config import UpstreamSaslSection
+from proxy.security_config import UpstreamSaslSection, UpstreamTlsSection
 from proxy.stream_address import stream_address
 from proxy.tls import UpstreamTls, handshake_reason
 from wire.apis import response_header_version
@@ -104,17 +103,17 @@ class UpstreamSecurity:
         return UpstreamSecurity(self.tls, None, self.rng)
 
     @classmethod
-    def from_config(cls, upstream: UpstreamSection) -> UpstreamSecurity:
-        """Build it from the [upstream] section.
+    def from_config(cls, tls: UpstreamTlsSection, sasl: UpstreamSaslSection) -> UpstreamSecurity:
+        """Build it from the [upstream.tls] and [upstream.sasl] sections.
 
         Raises:
             StartupError: a TLS file is missing or unreadable (one line naming the file).
         """
         try:
-            tls = UpstreamTls(upstream.tls) if upstream.tls.enabled else None
+            context = UpstreamTls(tls) if tls.enabled else None
         except (OSError, ssl.SSLError) as error:
             raise StartupError(f"[upstream.tls]: cannot load certificates: {error}") from None
-        return cls(tls, upstream.sasl)
+        return cls(context, sasl)
 
     def __repr__(self) -> str:
         mechanism = self.sasl.mechanism if self.sasl else "no SASL"

@@ -131,7 +131,7 @@ async def serve(
     if dialer is None:
         # TLS and SASL of every upstream connection (issue 16); in passthrough, connections
         # for clients get TLS only, and the clients' own SASL goes through them.
-        security = UpstreamSecurity.from_config(config.upstream)
+        security = UpstreamSecurity.from_config(config.upstream.tls, config.upstream.sasl)
         reloadable += [security.tls] if security.tls is not None else []
         dialer = client_dialer = UpstreamDialer(security, connect_timeout_s)
         if config.proxy.client_auth == "passthrough":
