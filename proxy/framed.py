@@ -37,7 +37,7 @@ from proxy.stream_writer import (
 )
 from wire.framing import NEED_DATA, SIZE_PREFIX_BYTES, FrameDecoder
 
-# The writer and the deadlines are handed on: a connection takes its stream's tools from here.
+# The writer and the deadlines are handed on until the layout move retargets their importers.
 __all__ = [
     "DEFER_MAX_BYTES",
     "DEFER_MAX_FRAMES",
