@@ -1,34 +1,13 @@
-# Strategy: one prometheus-client registry per Proxy (not the library's global one, so tests and
-# embedders can run several proxies in one process), holding two kinds of series:
-#
-#   - per-request series: requests by API and outcome, errors by code, latency histograms
-#     (client-observed and upstream), bytes in/out, muted time. These are plain ints and floats
-#     in one small object per API, moved by ``observe`` with no lock and no label handling
-#     (a fifth of the cost of prometheus-client's locked children: docs/history.md), and
-#     turned into Prometheus families only when scraped.
-#   - connection and upstream counters: prometheus-client Counters/Gauges (moved once per
-#     connection, not per request).
-#   - process series: prometheus-client's own process_* (resident memory, CPU seconds, open
-#     descriptors) and python_info, plus purgatory_proxy_build_info{version}, so a dashboard
-#     can tell a leak or a descriptor storm from load, and which build it is looking at.
-#   - state series, computed at scrape time by a custom collector: the KIP-72 pool sensors
-#     (MemoryPool.statistics()), the request log's queue and drops, and the purgatory's
-#     counters. Reading them when Prometheus asks costs nothing while nobody asks, and the hot
-#     path never updates a gauge.
-#
-# No ``_created`` series: they double the counter series for a timestamp nobody graphs, so
-# they are turned off process-wide (prometheus-client's disable_created_metrics).
-#
-# Counters that alerts watch (connections refused and closed by reason, upstream connects and
-# metadata refreshes by result) have every label value from the start at 0: Prometheus's increase()
-# cannot see the step from "no series" to 1, so an alert on the first refusal or the first
-# failed refresh would otherwise stay silent. Readiness (/readyz) is exported too, as
-# ``ready`` and ``not_ready{cause}``, so a rule can alert on it without probing HTTP.
-#
-# Purgatories: proxy/held/service.py attaches the fetch and produce purgatories with
-# ``attach_purgatory``; ``upstream_fetches_total`` counts what held fetches cost the cluster.
-# With [fetch] hold = false nothing is attached and the purgatory families are absent from
-# /metrics (no made-up zeros).
+# Strategy: one prometheus-client registry per Proxy (not the library's global one, so tests
+# and embedders can run several proxies in one process). Per-request series (requests by API and
+# outcome, errors by code, latencies, bytes, muted time) are plain ints and floats that
+# ``observe`` moves with no lock and no label handling (docs/history.md), made into Prometheus
+# families only when scraped; connection and upstream counters are prometheus-client's own,
+# moved once per connection; state (the pool's sensors, the request log's queue, the
+# purgatories, readiness) is read by a collector at scrape time, so the hot path never updates
+# a gauge. Counters that alerts watch have every label value from the start at 0 (increase()
+# cannot see a series appear); no ``_created`` series (a timestamp nobody graphs); purgatory
+# families only once a purgatory is attached (no made-up zeros).
 """Prometheus metrics of one proxy: per-API request series, connections, pool, purgatory."""
 
 from __future__ import annotations
