@@ -8,17 +8,6 @@
 # generated code copies records, re-copies the rest of the buffer for every tagged field,
 # and drops unknown tagged fields when encoding (see the closing note of issue 2).
 #
-# Decoding contract (every generated decoder):
-#   * input is a 1-D memoryview of bytes; out-of-range reads surface as struct.error or
-#     IndexError, which wire.codec turns into MalformedMessage;
-#   * every length and count is checked against the bytes left before anything is
-#     allocated or looped over, so time and memory are O(input size);
-#   * unknown tagged fields, and known ones holding their default value, are kept raw in
-#     `raw_tagged_fields` so that encode(decode(b)) == b for canonical encodings.
-# Encoding contract: Java semantics. A null in a non-nullable position, a non-default value
-# in a non-ignorable field the version lacks, or tagged fields in a non-flexible version
-# raise LocalProtocolError.
-#
 # The pieces: wire/_tags.py (run-time varints and tag sections), wire/_source.py (the source
 # builder), wire/_emit_decode.py and wire/_emit_encode.py (one direction each).
 """Compile version-specialised decoders and encoders from the generated schema rows."""
@@ -67,7 +56,15 @@ def _encoder_source(cls: type[Struct], version: int) -> Source:
 
 
 def compile_decoder(cls: type[Struct], version: int) -> Decoder:
-    """The decoder of ``cls`` at ``version`` (not cached; see wire.codec)."""
+    """The decoder of ``cls`` at ``version`` (not cached; see wire.codec).
+
+    Its contract: the input is a 1-D memoryview of bytes, and out-of-range reads surface as
+    struct.error or IndexError (wire.codec turns them into MalformedMessage); every length and
+    count is checked against the bytes left before anything is allocated or looped over, so
+    time and memory are O(input size); unknown tagged fields, and known ones holding their
+    default value, are kept raw in ``raw_tagged_fields`` so that encode(decode(b)) == b for
+    canonical encodings.
+    """
     fn: Decoder = _decoder_source(cls, version).compile(
         "_decode", f"<wire decode {cls.__name__} v{version}>"
     )
@@ -75,7 +72,12 @@ def compile_decoder(cls: type[Struct], version: int) -> Decoder:
 
 
 def compile_encoder(cls: type[Struct], version: int) -> Encoder:
-    """The encoder of ``cls`` at ``version`` (not cached; see wire.codec)."""
+    """The encoder of ``cls`` at ``version`` (not cached; see wire.codec).
+
+    Its contract is Java's: a null in a non-nullable position, a non-default value in a
+    non-ignorable field the version lacks, or tagged fields in a non-flexible version raise
+    LocalProtocolError.
+    """
     fn: Encoder = _encoder_source(cls, version).compile(
         "_encode", f"<wire encode {cls.__name__} v{version}>"
     )
