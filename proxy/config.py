@@ -41,7 +41,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from proxy.connection.admission import UNLIMITED, normalize_ip
+from proxy.address import normalize_ip
 from proxy.purgatory import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
 from proxy.security_config import (
     ClientAuth,
@@ -50,9 +50,11 @@ from proxy.security_config import (
     UpstreamTlsSection,
 )
 
-__all__ = ["Config", "ConfigError", "load_config", "parse_host_port"]
+__all__ = ["UNLIMITED", "Config", "ConfigError", "load_config", "parse_host_port"]
 
 ENV_PREFIX = "PURGATORY_PROXY_"
+#: Kafka's default for every connection quota: no limit.
+UNLIMITED = 2**31 - 1
 
 
 class ConfigError(Exception):

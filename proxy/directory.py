@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from proxy.held.partition_state import TopicNames
 from proxy.routing import Address, Routing
+from proxy.topic_names import TopicNames
 
 __all__ = ["BrokerDirectory", "BrokerPorts"]
 

@@ -1,85 +1,24 @@
-# Strategy: KIP-72's process-wide bytes limit, as a trio primitive.
-#
-# The pool is a signed byte counter (``available``) plus a queue of parked callers. Every
-# request the proxy reads from a client, and every fetch response it asks for, is paid for
-# from it; when it is empty the readers park in ``allocate`` (the KIP-72 "mute": a reader
-# that does not call ``receive_some`` lets TCP back-pressure the client).
+# Strategy: KIP-72's process-wide bytes limit, as a trio primitive. Every request the proxy
+# reads from a client, and every fetch response it asks for, is paid for from one signed byte
+# counter (``available``); when it is empty the readers park in ``allocate`` (the KIP-72 "mute":
+# a reader that does not call ``receive_some`` lets TCP back-pressure the client).
 #
 # * Non-strict, as in Kafka's broker: an allocation succeeds whenever ``available >= 1`` and
-#   subtracts the *whole* size, so ``available`` may go negative. A strict pool would
-#   starve a 1 MiB request behind a stream of 1 KiB ones forever; the price is that the
-#   true bound on outstanding bytes is ``limit + max_allocation - 1``.
-# * Hand-off, not wake-and-retry: ``release`` gives memory directly to parked callers (it
-#   subtracts their size and reschedules them with a Lease) while ``available >= 1``. So
-#   a newcomer can never barge past a parked caller, and there is an invariant the fast
-#   paths lean on: *callers are parked only while available <= 0.*
-# * Wake order (proxy/wake_order.py): random while memory is tight (available below
-#   ``tight_fraction`` of the limit, default 10%, which includes "out of memory"), in rounds
-#   by connection (a caller's Turn: no connection served twice while another waits for its
-#   turn), arrival order otherwise. This plays the role of Kafka's selection-key shuffle
-#   (Selector.determineHandlingOrder): any fixed order starves whoever is always last. The
-#   order is a small pluggable policy (``WakeOrder``) so the fairness benchmark can compare
-#   it with FIFO and a fixed order.
-# * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): enforced.
-#   ``allocate`` refuses, with ``WouldDeadlock``, a task that holds a lease from this pool,
-#   whether or not it would have to wait, so the bug shows on the first call, not only under
-#   load. A reader that passes a complete frame's lease on to another task (which releases
-#   it once the bytes are written upstream) calls ``lease.hand_off()``: that release no
-#   longer depends on the reader.
-# * Honest growth (issue 29): a large frame is not paid for in full when its size is read,
-#   but as its bytes arrive. Its lease starts at a first piece and ``grow``s before each
-#   further piece is read (proxy/framed.py), so a client that declares 100 MiB and sends
-#   nothing holds one piece, not 100 MiB. Growth is the one wait allowed to a lease holder,
-#   and it could deadlock: frames half read, each waiting for memory the others hold. So a
-#   growth that has to wait asks for all its frame still needs, and one lease at a time may
-#   take the *overdraft*: with the pool out of memory, a growth is granted anyway if
-#   ``available`` stays >= 1 - max_allocation_bytes after it; that frame completes, its lease
-#   is released and the overdraft is free again. Every other grant needs ``available >= 1``
-#   and takes at most max_allocation_bytes, so KIP-72's bound holds: outstanding bytes <=
-#   limit + max_allocation_bytes - 1. And when every holder is a parked growth, the one
-#   granted last before the pool ran dry always fits the overdraft (its grant started from
-#   ``available >= 1``, and its frame is at most max_allocation_bytes), so frames never wait
-#   for each other for ever. Freed memory goes to parked growth first, in arrival order
-#   (those frames finish and free their memory), then to parked allocations.
-# * Requests in processing (issue 29): a request the proxy has forwarded leaves its memory for
-#   the kernel's and the broker's, but a Kafka broker counts a request until its processing
-#   ends, and a client pipelining large requests through the proxy fills those buffers while
-#   others wait for their first turn. So the client connection moves a forwarded request's
-#   bytes from its lease to ``in_processing`` (``start_processing``) until the answer is written
-#   (``end_processing``): they take room in the pool, not in ``used_bytes``; while memory is
-#   short the connection keeps one request in processing (proxy/connection/client.py).
-# * Sensors (KIP-72 meanings): available and used bytes; depletion, which starts at the
-#   first failed allocation and ends at the next successful allocation or release after
-#   which no caller is still parked; its total and its share of a recent window; callers
-#   muted now and mutes in total. Time is read only on those slow paths, through
-#   ``trio.current_time`` (or an injected clock), so MockClock drives the sensors.
-#
-# Worked example: MemoryPool(21, max_allocation_bytes=10), tight below 2.1 bytes.
-#
-#   step  call                      available      result
-#   ----  ------------------------  -------------  ----------------------------------
-#   1     try_allocate(10)          21 -> 11       lease A
-#   2     try_allocate(10)          11 ->  1       lease B
-#   3     try_allocate(10)           1 -> -9       lease C (1 byte free was enough)
-#   4     try_allocate(1)           -9             None; depletion starts (t=4)
-#   5     task T: allocate(5)       -9             T parks: muted_now=1, mutes_total=1
-#   6     task U: allocate(5)       -9             U parks: muted_now=2, mutes_total=2
-#   7     release(A)                -9 -> 1 -> -4  1 < 2.1 is tight: a random one of T, U
-#                                                  gets a lease; the other stays parked
-#   8     release(B)                -4 -> 6 -> 1   the other gets its lease; nobody is
-#                                                  parked, so depletion ends (t=8)
-#
-# Growth, a fresh pool of the same size; leases G and H (4 bytes each, available 13) are
-# each reading a 10-byte frame:
-#
-#   step  call                      available      result
-#   ----  ------------------------  -------------  ----------------------------------
-#   1     G.try_grow(4), H: (4)     13 -> 5        both at 8 bytes (available was >= 1)
-#   2     G.grow(2)                  5 -> 3        G at 10: its frame is whole
-#   3     C = try_allocate(10)       3 -> -7       lease C (non-strict)
-#   4     H.grow(2)                 -7 -> -9       out of memory, but H takes the overdraft:
-#                                                  -9 >= 1 - 10, so H grows and completes
-#   5     G.release()               -9 -> 1        H's overdraft ends with H's release
+#   takes the *whole* size, so a 1 MiB request is never starved behind 1 KiB ones; the bound
+#   on outstanding bytes is ``limit + max_allocation - 1``.
+# * Hand-off, not wake-and-retry: ``release`` gives memory straight to parked callers, so a
+#   newcomer never barges past them, and *callers are parked only while available <= 0*.
+# * Wake order (proxy/wake_order.py): random while memory is tight, in rounds by connection,
+#   arrival order otherwise: Kafka's selection-key shuffle, since any fixed order starves
+#   whoever is always last.
+# * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): ``allocate``
+#   refuses a task that holds a lease (``WouldDeadlock``), waiting or not, so the bug shows on
+#   the first call; a reader that passes a whole frame on calls ``lease.hand_off()``.
+# * Requests in processing (issue 29): a forwarded request's bytes stay counted until its
+#   answer is written (``start_processing``/``end_processing``), as a broker counts a request
+#   until its processing ends; apart from ``used_bytes``.
+# * Growth of a lease as a large frame arrives, and its overdraft: proxy/memory_growth.py.
+#   Sensors (depletion, mutes): proxy/memory_sensors.py. Leases: proxy/lease.py.
 #
 # Task safety: trio runs one task at a time and no method here awaits in the middle of
 # changing state, so no lock is needed. The pool must be used from one trio run.
@@ -90,16 +29,18 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from types import TracebackType
 from typing import final
 
 import outcome
 import trio
 
 from proxy.errors import InvalidAllocation, InvalidRelease, PoolExhausted, WouldDeadlock
+from proxy.lease import Lease, LeaseShare, SharedLease
+from proxy.memory_growth import PoolGrowth
+from proxy.memory_sensors import Depletion, MemoryPoolStatistics
 from proxy.wake_order import ArrivalOrder, RandomWhenTight, Turn, Waiter, WakeOrder
 
+# Leases, statistics, wake orders: handed on until the layout move retargets their importers.
 __all__ = [
     "ArrivalOrder",
     "Lease",
@@ -124,204 +65,24 @@ def _task_or_none() -> trio.lowlevel.Task | None:
         return None
 
 
-@final
-class Lease:
-    """Proof of an allocation: ``size_bytes`` taken from one pool, to be released once.
-
-    A lease is also a context manager that releases it on exit, so memory comes back on
-    every ``finally`` path, cancellation included::
-
-        with await pool.allocate(frame_bytes):
-            ...   # read the body, forward it
-
-    (There is no checkpoint between ``allocate`` returning and the ``with`` taking hold,
-    so a cancellation cannot slip in between.)
-
-    Error handling:
-        Releasing twice, or through a pool that did not issue it, raises InvalidRelease.
-    """
-
-    __slots__ = ("_holder", "_pool", "_released", "size_bytes")
-
-    def __init__(
-        self, pool: MemoryPool, size_bytes: int, holder: trio.lowlevel.Task | None
-    ) -> None:
-        self._pool = pool
-        self.size_bytes = size_bytes
-        self._holder = holder
-        self._released = False
-
-    @property
-    def released(self) -> bool:
-        """Whether this lease has been given back to its pool."""
-        return self._released
-
-    def release(self) -> None:
-        """Give the memory back to the pool that issued this lease (once)."""
-        self._pool.release(self)
-
-    def try_grow(self, size_bytes: int) -> bool:
-        """Add ``size_bytes`` to this lease if any memory is available; never blocks."""
-        return self._pool._try_grow(self, size_bytes)
-
-    async def grow(self, size_bytes: int) -> None:
-        """Add ``size_bytes`` to this lease, parking until the pool can give them: the one
-        wait a lease holder may make. Ask for all the frame still needs when ``try_grow``
-        failed: only a growth that completes its frame may take the overdraft (see the
-        module header), which keeps half-read frames from waiting for each other for ever.
-
-        Raises:
-            InvalidAllocation: the lease would exceed ``max_allocation_bytes``.
-            trio.Cancelled: while parked; the lease then keeps its size.
-        """
-        await self._pool._grow(self, size_bytes)
-
-    def shrink_to(self, size_bytes: int) -> None:
-        """Give back all but ``size_bytes`` (>= 1) of this lease: what it covers is smaller
-        now (a fetch answer read, which takes less than its budget)."""
-        self._pool._shrink(self, size_bytes)
-
-    def hand_off(self) -> None:
-        """Declare that releasing this lease no longer depends on the allocating task.
-
-        Why: the deadlock rule refuses ``allocate`` to a task that holds a lease. A reader
-        that has read a whole frame and passed it (and its lease) to a writer task may
-        safely read the next frame, because the writer releases the first lease whatever
-        the reader does. Calling this records that fact; it is idempotent.
-        """
-        holder = self._holder
-        if holder is not None and not self._released:
-            self._pool._forget_holder(holder)
-        self._holder = None
-
-    def __enter__(self) -> Lease:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._pool.release(self)
-
-    def __repr__(self) -> str:
-        state = "released" if self._released else "held"
-        return f"<Lease {self.size_bytes} bytes, {state}>"
+# Worked example: MemoryPool(21, max_allocation_bytes=10), tight below 2.1 bytes.
+#
+#   step  call                      available      result
+#   ----  ------------------------  -------------  ----------------------------------
+#   1     try_allocate(10)          21 -> 11       lease A
+#   2     try_allocate(10)          11 ->  1       lease B
+#   3     try_allocate(10)           1 -> -9       lease C (1 byte free was enough)
+#   4     try_allocate(1)           -9             None; depletion starts (t=4)
+#   5     task T: allocate(5)       -9             T parks: muted_now=1, mutes_total=1
+#   6     task U: allocate(5)       -9             U parks: muted_now=2, mutes_total=2
+#   7     release(A)                -9 -> 1 -> -4  1 < 2.1 is tight: a random one of T, U
+#                                                  gets a lease; the other stays parked
+#   8     release(B)                -4 -> 6 -> 1   the other gets its lease; nobody is
+#                                                  parked, so depletion ends (t=8)
 
 
 @final
-class SharedLease:
-    """One lease that several holders keep together: an upstream read whose answer many
-    clients are given is charged once, and given back when the last of them lets go.
-
-    Args:
-        lease: the reader's lease, handed off (its release no longer depends on one task).
-        holders: how many parts (``part``) will be taken; each is released once.
-    """
-
-    __slots__ = ("_holders", "_lease")
-
-    def __init__(self, lease: Lease, holders: int) -> None:
-        lease.hand_off()
-        self._lease = lease
-        self._holders = holders
-
-    @property
-    def size_bytes(self) -> int:
-        return self._lease.size_bytes
-
-    def part(self) -> LeaseShare:
-        """One holder's part (counted in ``holders``)."""
-        return LeaseShare(self)
-
-    def let_go(self) -> None:
-        """A holder counted in ``holders`` is done with it (without having taken a part, or
-        through its part's ``release``)."""
-        self._holders -= 1
-        if not self._holders:
-            self._lease.release()
-
-    def __repr__(self) -> str:
-        return f"<SharedLease {self.size_bytes} bytes, {self._holders} holders>"
-
-
-@final
-class LeaseShare:
-    """One holder's part of a SharedLease; what a Lease is to one holder (``release``)."""
-
-    __slots__ = ("_shared", "released")
-
-    def __init__(self, shared: SharedLease) -> None:
-        self._shared = shared
-        self.released = False
-
-    @property
-    def size_bytes(self) -> int:
-        return self._shared.size_bytes
-
-    def release(self) -> None:
-        """Let go of this part (once); the last part gives the memory back."""
-        if self.released:
-            raise InvalidRelease(f"{self!r} released twice")
-        self.released = True
-        self._shared.let_go()
-
-    def __repr__(self) -> str:
-        return f"<LeaseShare of {self._shared!r}>"
-
-
-@final
-class _Growth:
-    """A lease's holder parked in ``Lease.grow``."""
-
-    __slots__ = ("lease", "size_bytes", "task")
-
-    def __init__(self, task: trio.lowlevel.Task, lease: Lease, size_bytes: int) -> None:
-        self.task = task
-        self.lease = lease
-        self.size_bytes = size_bytes
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class MemoryPoolStatistics:
-    """A snapshot of a MemoryPool (trio's ``statistics()`` convention).
-
-    Attributes:
-        limit_bytes: the configured limit (-1: pool disabled).
-        max_allocation_bytes: largest single allocation accepted.
-        available_bytes: bytes that may still be allocated; negative when over-allocated.
-        used_bytes: bytes allocated and not yet released (limit - available - in processing).
-        in_processing_bytes: bytes of requests forwarded and not yet answered.
-        outstanding_leases: leases issued and not yet released.
-        muted_now: callers parked in ``allocate`` right now.
-        mutes_total: times a caller had to park, since the pool was created.
-        out_of_memory: ``available_bytes <= 0`` (Kafka's ``isOutOfMemory``).
-        tight: available below the tight fraction: parked callers are woken at random.
-        depleted_time_total_s: total time depleted, the current spell included.
-        depleted_percent: share of the last ``depleted_window_s`` spent depleted, 0-100
-            (Kafka's MemoryPoolAvgDepletedPercent is the same quantity as a 0-1 ratio).
-        depleted_window_s: the window of ``depleted_percent``.
-    """
-
-    limit_bytes: int
-    max_allocation_bytes: int
-    available_bytes: int
-    used_bytes: int
-    in_processing_bytes: int
-    outstanding_leases: int
-    muted_now: int
-    mutes_total: int
-    out_of_memory: bool
-    tight: bool
-    depleted_time_total_s: float
-    depleted_percent: float
-    depleted_window_s: float
-
-
-@final
-class MemoryPool:
+class MemoryPool(PoolGrowth):
     """A bytes limit shared by every reader in the process (KIP-72).
 
     Args:
@@ -348,24 +109,13 @@ class MemoryPool:
     """
 
     __slots__ = (
-        "_available",
-        "_clock",
-        "_depleted_closed_s",
-        "_disabled",
-        "_dry_since",
-        "_growers",
         "_held_by",
         "_in_processing",
         "_limit_bytes",
-        "_max_allocation_bytes",
-        "_mutes_total",
         "_outstanding",
-        "_overdraft",
         "_queue",
         "_short_below_bytes",
-        "_spells",
         "_tight_below_bytes",
-        "_window_s",
     )
 
     def __init__(
@@ -397,20 +147,16 @@ class MemoryPool:
         self._short_below_bytes = max(self._tight_below_bytes, 1)  # out of memory, at least
         self._in_processing = 0
         self._queue: WakeOrder = wake_order if wake_order is not None else RandomWhenTight(rng)
-        self._clock: Callable[[], float] = clock if clock is not None else trio.current_time
-        self._window_s = depleted_window_s
         self._outstanding = 0
         self._mutes_total = 0
         self._held_by: dict[trio.lowlevel.Task, int] = {}
         # Growth (see the module header): parked growth in arrival order, and the lease that
         # holds the overdraft (until it is released).
-        self._growers: deque[_Growth] = deque()
+        self._growers = deque()
         self._overdraft: Lease | None = None
-        # Depletion: start of the current spell (None: not depleted), closed spells that
-        # may still overlap the window, and the total of all closed spells.
-        self._dry_since: float | None = None
-        self._spells: deque[tuple[float, float]] = deque()
-        self._depleted_closed_s = 0.0
+        self._depletion = Depletion(
+            clock if clock is not None else trio.current_time, depleted_window_s
+        )
 
     # -- the hot path ---------------------------------------------------------------
 
@@ -431,13 +177,12 @@ class MemoryPool:
             self._outstanding += 1
             return Lease(self, size_bytes, None)
         if self._available < 1:
-            if self._dry_since is None:
-                self._dry_since = self._clock()
+            self._depletion.start()
             return None
         self._available -= size_bytes
         self._outstanding += 1
-        if self._dry_since is not None:
-            self._end_spell()
+        if self._depletion.since is not None:
+            self._depletion.end()
         if turn is not None:
             turn.served_in = self._queue.round
         task = _task_or_none()
@@ -491,7 +236,7 @@ class MemoryPool:
             self._forget_holder(holder)
         if self._overdraft is lease:
             self._overdraft = None
-        if self._dry_since is not None:  # depleted; parked callers exist only then
+        if self._depletion.since is not None:  # depleted; parked callers exist only then
             self._after_release_while_depleted()
 
     async def allocate(self, size_bytes: int, turn: Turn | None = None) -> Lease:
@@ -549,7 +294,7 @@ class MemoryPool:
             return
         self._available += size_bytes
         self._in_processing -= size_bytes
-        if self._dry_since is not None:
+        if self._depletion.since is not None:
             self._after_release_while_depleted()
 
     @property
@@ -559,68 +304,8 @@ class MemoryPool:
 
     # -- growth (Lease.try_grow, grow, shrink_to) -----------------------------------------
 
-    def _check_growth(self, lease: Lease, size_bytes: int) -> None:
-        if lease._pool is not self or lease._released:
-            raise InvalidRelease(f"{lease!r} is not a held lease of {self!r}")
-        if size_bytes < 1 or lease.size_bytes + size_bytes > self._max_allocation_bytes:
-            raise InvalidAllocation(
-                f"growing {lease!r} by {size_bytes} bytes: a lease stays within "
-                f"1..{self._max_allocation_bytes}"
-            )
-
-    def _try_grow(self, lease: Lease, size_bytes: int) -> bool:
-        self._check_growth(lease, size_bytes)
-        if self._disabled:
-            lease.size_bytes += size_bytes
-            return True
-        if self._available < 1:
-            if self._dry_since is None:
-                self._dry_since = self._clock()
-            return False
-        self._available -= size_bytes
-        lease.size_bytes += size_bytes
-        if self._dry_since is not None:  # nobody is parked: available was >= 1
-            self._end_spell()
-        return True
-
-    def _may_overdraw(self, size_bytes: int) -> bool:
-        """Whether a growth of ``size_bytes`` may take the overdraft now: nobody holds it and
-        KIP-72's bound still holds after."""
-        return self._overdraft is None and (
-            self._available - size_bytes >= 1 - self._max_allocation_bytes
-        )
-
-    async def _grow(self, lease: Lease, size_bytes: int) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._try_grow(lease, size_bytes):
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        if self._may_overdraw(size_bytes):
-            self._overdraft = lease
-            self._take_growth(lease, size_bytes)
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return
-        growth = _Growth(_current_task(), lease, size_bytes)
-        self._growers.append(growth)
-        self._mutes_total += 1
-
-        def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
-            # Still parked (a grant would have rescheduled us): leave; the lease keeps its size.
-            self._growers.remove(growth)
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
-
-    def _take_growth(self, lease: Lease, size_bytes: int) -> None:
-        self._available -= size_bytes
-        lease.size_bytes += size_bytes
-
-    def _give_growth(self, growth: _Growth) -> None:
-        self._take_growth(growth.lease, growth.size_bytes)
-        trio.lowlevel.reschedule(growth.task)
-
     def _shrink(self, lease: Lease, size_bytes: int) -> None:
-        if lease._pool is not self or lease._released:
+        if not lease.held_from(self):
             raise InvalidRelease(f"{lease!r} is not a held lease of {self!r}")
         if not 0 < size_bytes <= lease.size_bytes:
             raise InvalidAllocation(f"shrinking {lease!r} to {size_bytes} bytes")
@@ -629,7 +314,7 @@ class MemoryPool:
         if self._disabled or not freed:
             return
         self._available += freed
-        if self._dry_since is not None:
+        if self._depletion.since is not None:
             self._after_release_while_depleted()
 
     # -- the slow paths ---------------------------------------------------------------
@@ -651,33 +336,7 @@ class MemoryPool:
             held[task] = held.get(task, 0) + 1
             trio.lowlevel.reschedule(task, outcome.Value(Lease(self, waiter.size_bytes, task)))
         if not len(queue) and not self._growers:
-            self._end_spell()
-
-    def _serve_growth(self) -> None:
-        """Grant parked growth in arrival order while memory is available; when it is not and
-        nobody holds the overdraft, to the oldest parked growth that fits within the bound."""
-        growers = self._growers
-        while growers and self._available >= 1:
-            self._give_growth(growers.popleft())
-        if growers and self._overdraft is None:
-            for growth in growers:
-                if self._may_overdraw(growth.size_bytes):
-                    growers.remove(growth)
-                    self._overdraft = growth.lease
-                    self._give_growth(growth)
-                    return
-
-    def _end_spell(self) -> None:
-        start = self._dry_since
-        assert start is not None
-        now = self._clock()
-        self._dry_since = None
-        self._depleted_closed_s += now - start
-        spells = self._spells
-        spells.append((start, now))
-        horizon = now - self._window_s
-        while spells and spells[0][1] <= horizon:
-            spells.popleft()
+            self._depletion.end()
 
     def _parked_count(self) -> int:
         return len(self._queue) + len(self._growers)
@@ -731,23 +390,11 @@ class MemoryPool:
 
     def depleted_percent(self) -> float:
         """Percent (0-100) of the last ``depleted_window_s`` the pool spent depleted."""
-        if self._disabled:
-            return 0.0
-        now = self._clock()
-        horizon = now - self._window_s
-        spells = self._spells
-        while spells and spells[0][1] <= horizon:
-            spells.popleft()
-        depleted = sum(end - max(start, horizon) for start, end in spells)
-        if self._dry_since is not None:
-            depleted += now - max(self._dry_since, horizon)
-        return 100.0 * depleted / self._window_s
+        return 0.0 if self._disabled else self._depletion.percent()
 
     def depleted_time_total_s(self) -> float:
         """Total seconds spent depleted since creation, the current spell included."""
-        if self._dry_since is None:
-            return self._depleted_closed_s
-        return self._depleted_closed_s + (self._clock() - self._dry_since)
+        return self._depletion.total_s()
 
     def statistics(self) -> MemoryPoolStatistics:
         """A snapshot of the pool's state and sensors."""
@@ -764,7 +411,7 @@ class MemoryPool:
             tight=self.tight,
             depleted_time_total_s=self.depleted_time_total_s(),
             depleted_percent=self.depleted_percent(),
-            depleted_window_s=self._window_s,
+            depleted_window_s=self._depletion.window_s,
         )
 
     def __repr__(self) -> str:

@@ -1,34 +1,13 @@
-# Strategy: one prometheus-client registry per Proxy (not the library's global one, so tests and
-# embedders can run several proxies in one process), holding two kinds of series:
-#
-#   - per-request series: requests by API and outcome, errors by code, latency histograms
-#     (client-observed and upstream), bytes in/out, muted time. These are plain ints and floats
-#     in one small object per API, moved by ``observe`` with no lock and no label handling
-#     (about 1 us per request, against about 5 us through prometheus-client's locked children),
-#     and turned into Prometheus families only when scraped.
-#   - connection and upstream counters: prometheus-client Counters/Gauges (moved once per
-#     connection, not per request).
-#   - process series: prometheus-client's own process_* (resident memory, CPU seconds, open
-#     descriptors) and python_info, plus purgatory_proxy_build_info{version}, so a dashboard
-#     can tell a leak or a descriptor storm from load, and which build it is looking at.
-#   - state series, computed at scrape time by a custom collector: the KIP-72 pool sensors
-#     (MemoryPool.statistics()), the request log's queue and drops, and the purgatory's
-#     counters. Reading them when Prometheus asks costs nothing while nobody asks, and the hot
-#     path never updates a gauge.
-#
-# No ``_created`` series: they double the counter series for a timestamp nobody graphs, so
-# they are turned off process-wide (prometheus-client's disable_created_metrics).
-#
-# Counters that alerts watch (connections refused and closed by reason, upstream connects and
-# metadata refreshes by result) have every label value from the start at 0: Prometheus's increase()
-# cannot see the step from "no series" to 1, so an alert on the first refusal or the first
-# failed refresh would otherwise stay silent. Readiness (/readyz) is exported too, as
-# ``ready`` and ``not_ready{cause}``, so a rule can alert on it without probing HTTP.
-#
-# Purgatories: proxy/held/service.py attaches the fetch and produce purgatories with
-# ``attach_purgatory``; ``upstream_fetches_total`` counts what held fetches cost the cluster.
-# With [fetch] hold = false nothing is attached and the purgatory families are absent from
-# /metrics (no made-up zeros).
+# Strategy: one prometheus-client registry per Proxy (not the library's global one, so tests
+# and embedders can run several proxies in one process). Per-request series (requests by API and
+# outcome, errors by code, latencies, bytes, muted time) are plain ints and floats that
+# ``observe`` moves with no lock and no label handling (docs/history.md), made into Prometheus
+# families only when scraped; connection and upstream counters are prometheus-client's own,
+# moved once per connection; state (the pool's sensors, the request log's queue, the
+# purgatories, readiness) is read by a collector at scrape time, so the hot path never updates
+# a gauge. Counters that alerts watch have every label value from the start at 0 (increase()
+# cannot see a series appear); no ``_created`` series (a timestamp nobody graphs); purgatory
+# families only once a purgatory is attached (no made-up zeros).
 """Prometheus metrics of one proxy: per-API request series, connections, pool, purgatory."""
 
 from __future__ import annotations
@@ -36,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator
 from importlib.metadata import version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -59,7 +38,6 @@ from proxy.errors import ConnectionClosed
 from proxy.memory import MemoryPool
 
 if TYPE_CHECKING:
-    from proxy.held.partition_state import PartitionStates
     from proxy.purgatory import Purgatory
     from proxy.readiness import Readiness
     from proxy.request_log import RequestLog, RequestRecord
@@ -67,6 +45,17 @@ if TYPE_CHECKING:
 __all__ = ["LATENCY_BUCKETS_S", "REFUSAL_REASONS", "Metrics"]
 
 PREFIX = "purgatory_proxy"
+
+
+class KnownPartitions(Protocol):
+    """What the metrics read of the held path's partition table (held/partition_state.py),
+    named here so that observability does not import the held path."""
+
+    @property
+    def evicted(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
 
 #: Every reason a connection is refused at accept (proxy/connection/admission.py and the
 #: descriptor budget in listeners.py): the labels of connections_refused_total.
@@ -235,7 +224,7 @@ class Metrics:
         """Export ``readiness`` (what /readyz answers) as ``ready`` and ``not_ready{cause}``."""
         self._state.readiness = readiness
 
-    def attach_partition_states(self, states: PartitionStates) -> None:
+    def attach_partition_states(self, states: KnownPartitions) -> None:
         """Export the size of the held fetches' partition-state table and its evictions."""
         self._state.partition_states = states
 
@@ -373,7 +362,7 @@ class _StateCollector(Collector):
         self.pool = pool
         self.request_log: RequestLog | None = None
         self.purgatories: dict[str, Purgatory] = {}
-        self.partition_states: PartitionStates | None = None
+        self.partition_states: KnownPartitions | None = None
         self.readiness: Readiness | None = None
 
     def describe(self) -> list[Metric]:

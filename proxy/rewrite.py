@@ -16,22 +16,6 @@
 #     proxy that reads Kafka frames cannot pass on: refused with the connection closed).
 #   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
 #
-# Responses that name brokers, from every response schema of Kafka 4.4 with a host or port:
-#   rewritten to the proxy's address for that node
-#     Metadata (brokers); FindCoordinator (v0-3 one coordinator, v4+ one per key, for every
-#     key type: 0 groups of every kind, 1 transactions, 2 share-partition state);
-#     DescribeCluster (brokers); the node endpoints of Produce v10+ / Fetch v16+ (KIP-951) and
-#     of ShareFetch / ShareAcknowledge (KIP-932, every version): clients follow leaders there.
-#   left as they are
-#     DescribeQuorum v2+ nodes' listeners: the controllers, which the proxy does not front
-#       (clients reach them only through bootstrap.controllers, never through a broker port).
-#     StreamsGroupHeartbeat / StreamsGroupDescribe endpoints: the Kafka Streams application
-#       instances' own endpoints (interactive queries), not brokers.
-#     ClientHost of DescribeGroups / ConsumerGroupDescribe / ShareGroupDescribe /
-#       StreamsGroupDescribe members, and Host of DescribeAcls / DeleteAcls: client addresses.
-#     Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, UpdateRaftVoter: controller-only
-#       KRaft APIs that brokers do not serve.
-#
 # A response is re-encoded only when something in it changed; otherwise its bytes pass through.
 """What to do with each request, and the rewriting of responses that name brokers."""
 
@@ -45,8 +29,8 @@ from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from proxy.client_sasl import CLIENT_SASL_APIS, ClientSaslV0, refuse_client_sasl
-from proxy.held.partition_state import TopicNames
 from proxy.routing import Address
+from proxy.topic_names import TopicNames
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
 from wire.codec import decode_api_versions_response, decode_response, encode
 from wire.errors import UnknownApiKey, UnsupportedVersion
@@ -118,6 +102,23 @@ LOOKED_INSIDE: Mapping[int, str] = MappingProxyType(
         ApiKey.SHARE_ACKNOWLEDGE: "KIP-932 node endpoints",
     }
 )
+
+# Responses that name brokers, from every response schema of Kafka 4.4 with a host or port:
+#   rewritten to the proxy's address for that node
+#     Metadata (brokers); FindCoordinator (v0-3 one coordinator, v4+ one per key, for every
+#     key type: 0 groups of every kind, 1 transactions, 2 share-partition state);
+#     DescribeCluster (brokers); the node endpoints of Produce v10+ / Fetch v16+ (KIP-951) and
+#     of ShareFetch / ShareAcknowledge (KIP-932, every version): clients follow leaders there.
+#   left as they are
+#     DescribeQuorum v2+ nodes' listeners: the controllers, which the proxy does not front
+#       (clients reach them only through bootstrap.controllers, never through a broker port).
+#     StreamsGroupHeartbeat / StreamsGroupDescribe endpoints: the Kafka Streams application
+#       instances' own endpoints (interactive queries), not brokers.
+#     ClientHost of DescribeGroups / ConsumerGroupDescribe / ShareGroupDescribe /
+#       StreamsGroupDescribe members, and Host of DescribeAcls / DeleteAcls: client addresses.
+#     Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot, UpdateRaftVoter: controller-only
+#       KRaft APIs that brokers do not serve.
+#
 #: First versions whose responses can carry node endpoints (KIP-951, KIP-932).
 _NODE_ENDPOINTS_SINCE: dict[int, int] = {
     ApiKey.PRODUCE: 10,

@@ -7,18 +7,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+# Address is handed on until the layout move points its importers at proxy.address.
+from proxy.address import Address
 
 __all__ = ["Address", "Routing"]
-
-
-@dataclass(frozen=True, slots=True)
-class Address:
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 class Routing:

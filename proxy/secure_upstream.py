@@ -3,21 +3,8 @@
 # within the connect timeout. With neither configured it returns the plain trio.SocketStream,
 # so the zero-copy socket reads of proxy/framed.py keep working unchanged.
 #
-# With SASL the stream is a SecuredStream: a trio Stream wrapper whose callers (a client
-# connection's pumps, a BrokerChannel) see only their own frames, while the wrapper can slip a
-# SASL exchange in between two request frames to re-authenticate (KIP-368). How:
-#
-#   - Sending: one lock. A re-authentication holds it for its whole exchange, so it always
-#     sits between two whole request frames (every caller sends one whole frame per send_all).
-#     It runs when a send finds the re-authentication time passed, or from keep_authenticated()
-#     (a task the owner may run) at that time even on an idle connection.
-#   - Receiving: the wrapper tracks response frame boundaries (sizes only; no copy while no
-#     exchange is pending). Its own requests use negative correlation ids (Kafka clients use
-#     0 and up); a response with one of those ids is kept for the exchange and never delivered.
-#     Kafka answers a connection's requests in order, so the SASL answers come after every
-#     response to earlier requests. Whoever is reading routes them: the owner's reader, if one
-#     is waiting on the stream, or else the exchange itself, which keeps what it reads for the
-#     owner in a buffer.
+# With SASL the stream is a SecuredStream, which slips a re-authentication (KIP-368) between
+# two request frames (described above the class).
 #
 # Error handling: an exchange that fails, times out or is cancelled half-way leaves the
 # connection unusable (the broker waits for the rest of it), so the stream is closed and its
@@ -39,7 +26,6 @@ from pathlib import Path
 
 import trio
 
-from proxy.config import UpstreamSection
 from proxy.errors import StartupError, UpstreamUnavailable
 from proxy.routing import Address
 from proxy.sasl_client import (
@@ -50,7 +36,7 @@ from proxy.sasl_client import (
     SaslCredentials,
     reauthentication_delay_ms,
 )
-from proxy.security_config import UpstreamSaslSection
+from proxy.security_config import UpstreamSaslSection, UpstreamTlsSection
 from proxy.stream_address import stream_address
 from proxy.tls import UpstreamTls, handshake_reason
 from wire.apis import response_header_version
@@ -104,17 +90,17 @@ class UpstreamSecurity:
         return UpstreamSecurity(self.tls, None, self.rng)
 
     @classmethod
-    def from_config(cls, upstream: UpstreamSection) -> UpstreamSecurity:
-        """Build it from the [upstream] section.
+    def from_config(cls, tls: UpstreamTlsSection, sasl: UpstreamSaslSection) -> UpstreamSecurity:
+        """Build it from the [upstream.tls] and [upstream.sasl] sections.
 
         Raises:
             StartupError: a TLS file is missing or unreadable (one line naming the file).
         """
         try:
-            tls = UpstreamTls(upstream.tls) if upstream.tls.enabled else None
+            context = UpstreamTls(tls) if tls.enabled else None
         except (OSError, ssl.SSLError) as error:
             raise StartupError(f"[upstream.tls]: cannot load certificates: {error}") from None
-        return cls(tls, upstream.sasl)
+        return cls(context, sasl)
 
     def __repr__(self) -> str:
         mechanism = self.sasl.mechanism if self.sasl else "no SASL"
@@ -227,6 +213,23 @@ async def keep_authenticated(stream: trio.abc.Stream) -> None:
     """
     if isinstance(stream, SecuredStream):
         await stream.keep_authenticated()
+
+
+# A SecuredStream is a trio Stream wrapper whose callers (a client
+# connection's pumps, a BrokerChannel) see only their own frames, while the wrapper can slip a
+# SASL exchange in between two request frames to re-authenticate (KIP-368). How:
+#
+#   - Sending: one lock. A re-authentication holds it for its whole exchange, so it always
+#     sits between two whole request frames (every caller sends one whole frame per send_all).
+#     It runs when a send finds the re-authentication time passed, or from keep_authenticated()
+#     (a task the owner may run) at that time even on an idle connection.
+#   - Receiving: the wrapper tracks response frame boundaries (sizes only; no copy while no
+#     exchange is pending). Its own requests use negative correlation ids (Kafka clients use
+#     0 and up); a response with one of those ids is kept for the exchange and never delivered.
+#     Kafka answers a connection's requests in order, so the SASL answers come after every
+#     response to earlier requests. Whoever is reading routes them: the owner's reader, if one
+#     is waiting on the stream, or else the exchange itself, which keeps what it reads for the
+#     owner in a buffer.
 
 
 class SecuredStream(trio.abc.Stream):

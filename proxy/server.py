@@ -46,7 +46,6 @@ from proxy.connection.services import ConnectionServices, ConnectionSettings
 from proxy.descriptors import PER_BROKER, DescriptorBudget, raise_descriptor_limit
 from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
-from proxy.held.partition_state import TopicNames
 from proxy.held.service import HeldRequests
 from proxy.http import serve_http
 from proxy.memory import MemoryPool
@@ -58,6 +57,7 @@ from proxy.request_log import RequestLog
 from proxy.routing import Address, Routing
 from proxy.secure_upstream import UpstreamSecurity
 from proxy.tls import ServerTls
+from proxy.topic_names import TopicNames
 from proxy.upstream.dialer import Dialer, UpstreamDialer
 from proxy.upstream.metadata import refresh_metadata_forever
 from wire.codec import precompile
@@ -132,7 +132,7 @@ async def serve(
     if dialer is None:
         # TLS and SASL of every upstream connection (issue 16); in passthrough, connections
         # for clients get TLS only, and the clients' own SASL goes through them.
-        security = UpstreamSecurity.from_config(config.upstream)
+        security = UpstreamSecurity.from_config(config.upstream.tls, config.upstream.sasl)
         reloadable += [security.tls] if security.tls is not None else []
         dialer = client_dialer = UpstreamDialer(security, connect_timeout_s)
         if config.proxy.client_auth == "passthrough":

@@ -1,14 +1,26 @@
 # Strategy: `wire` is the Kafka wire protocol as a sans-I/O library, modelled on h11:
 # bytes in, values out, no sockets, no clocks, no threads, no async framework. Each
 # concern has its own module and this file re-exports the public surface.
-#
-#   errors    WireError tree (Local vs Remote, each with a Kafka error-code hint)
-#   framing   size-prefixed frames: FrameDecoder, read_frame_size, frame
-#   headers   request/response headers, correlation-id rewriting
-#   apis      the API table: names, version ranges, flexible versions, header versions
-#   codec     decode/encode of message bodies (classes in wire.messages, generated)
-#   records   record-batch headers, counts and CRCs without decoding records
-"""The Kafka wire protocol, sans I/O."""
+"""The Kafka wire protocol, sans I/O.
+
+errors.py           WireError tree (Local vs Remote, each with a Kafka error-code hint)
+sentinel.py         named sentinels for the state machines (NEED_DATA)
+framing.py          size-prefixed frames: FrameDecoder, read_frame_size, frame
+headers.py          request/response headers, correlation-id rewriting
+apis.py             the API table: names, version ranges, flexible versions, header versions
+codec.py            decode/encode of message bodies (classes in wire.messages, generated)
+records.py          record-batch headers, counts and CRCs without decoding records
+produce_summary.py  Produce fast paths: acks, timeout and partitions; an untagged response
+messages/           the generated message classes, one module per request or response
+_generate.py        generates messages/ and _api_table.py from Kafka's JSON schemas
+_api_table.py       every API key in the schema tables (generated)
+_struct.py          base classes and schema rows of the generated classes
+_compiler.py        compiles a decoder and an encoder per (message class, version)
+_source.py          the compiler's source builder and what it asks of schema rows
+_emit_decode.py     the decode emitter: flat loops, records sliced, lengths checked first
+_emit_encode.py     the encode emitter: Java's semantics, records passed through
+_tags.py            varints and tag sections, called by generated code and headers.py
+"""
 
 from __future__ import annotations
 

@@ -5,33 +5,8 @@
 # soon as its 4 bytes are in, before any of the body, so the caller can reserve memory
 # for exactly that frame first (KIP-72) via `pending_frame_size`.
 #
-# Resource handling: received chunks are kept as they arrived (bytes are immutable, so
-# holding views of them is safe; other buffers are copied once on receipt). A frame that
-# lies inside one chunk is returned as a zero-copy, read-only view of it; a frame that
-# spans chunks is assembled once into its own bytearray (a writable view). Either way
-# each byte is copied at most once, and every call is O(1) in the bytes buffered except
-# the one that assembles a spanning frame, which is O(frame size).
-#
-# Whole-frame mode (``whole_frames=True``, for a proxy that forwards frames unchanged): each
-# frame is returned *with* its size prefix, in one bytearray. It is allocated when the first
-# byte of the body needs a place, not when the prefix is read: KIP-72's caller reads the size,
-# then reserves pool memory (and may wait muted for it), and only then receives the body, so a
-# muted connection must not already hold its frame's memory. Bytes received after that go
-# straight into it, and ``frame_buffer()`` exposes its unfilled tail
-# so the caller can receive into it directly (``recv_into``: no copy at all), reporting what
-# it wrote with ``frame_filled(n)``. The decoder still does no I/O: it hands out a buffer.
-# A caller that reads ahead (several small frames per receive) may hand over bytes past a
-# prefix before it has reserved memory: a frame that is complete is assembled at once (its
-# bytes are in hand anyway), an incomplete one still gets its buffer only when the body is
-# asked for, so a large frame's memory is never committed before the reservation.
-#
-# Growing frames (``first_piece_bytes``, issue 29): the pool charges a large frame as its bytes
-# arrive, so its buffer must not be all there from the start either (a bytearray is zeroed, so
-# every page of it is resident). The buffer then starts at ``first_piece_bytes`` of body and
-# doubles, up to the frame, each time the caller calls ``grow_frame()`` (after reserving
-# ``next_capacity - capacity`` more): ``frame_buffer()`` is the unfilled tail of what is there,
-# empty when that is full. Doubling keeps the copies a resize may make below the frame's size
-# in total, and the buffer never more than twice what has arrived (plus the first piece).
+# Whole-frame mode (for a proxy that forwards frames unchanged) and growing frames (a large
+# frame paid for as it arrives, issue 29) are described above FrameDecoder.
 """Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
 
 from __future__ import annotations

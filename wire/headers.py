@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from wire._compiler import read_tags, write_tags
 from wire._struct import RawTaggedFields
+from wire._tags import read_tags, write_tags
 from wire.apis import request_header_version, response_header_version
 from wire.errors import LocalProtocolError, MalformedMessage, WireError
 

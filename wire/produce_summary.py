@@ -21,7 +21,7 @@ import struct
 from typing import NamedTuple
 from uuid import UUID
 
-from wire._compiler import read_uvarint
+from wire._tags import read_uvarint
 from wire.errors import MalformedMessage, UnsupportedVersion
 from wire.messages import ProduceRequest, ProduceResponse
 

@@ -5,17 +5,7 @@
 # records are never decoded or decompressed. CRC checks are separate and on demand
 # (CRC-32C via the `crc32c` package), because they are the one O(bytes) operation.
 #
-# Magic v2 record batch header (KIP-98; DefaultRecordBatch.java), 61 bytes:
-#
-#   offset  size  field                  offset  size  field
-#   ------  ----  ---------------------  ------  ----  ---------------------
-#        0     8  base offset                27     8  base timestamp
-#        8     4  batch length (rest)        35     8  max timestamp
-#       12     4  partition leader epoch     43     8  producer id
-#       16     1  magic (2)                  51     2  producer epoch
-#       17     4  crc (CRC-32C of 21..end)   53     4  base sequence
-#       21     2  attributes                 57     4  record count
-#       23     4  last offset delta          61        records ...
+# The v2 batch header layout is drawn above BATCH_HEADER_BYTES.
 #
 # Legacy message sets (magic 0 and 1, pre-0.11 data still on some brokers' disks) share
 # the first 17 bytes' layout; we report each top-level message as one entry, with a
@@ -56,6 +46,19 @@ __all__ = [
 
 #: Base offset + batch length, the part every batch format shares.
 LOG_OVERHEAD_BYTES = 12
+
+# Magic v2 record batch header (KIP-98; DefaultRecordBatch.java), 61 bytes:
+#
+#   offset  size  field                  offset  size  field
+#   ------  ----  ---------------------  ------  ----  ---------------------
+#        0     8  base offset                27     8  base timestamp
+#        8     4  batch length (rest)        35     8  max timestamp
+#       12     4  partition leader epoch     43     8  producer id
+#       16     1  magic (2)                  51     2  producer epoch
+#       17     4  crc (CRC-32C of 21..end)   53     4  base sequence
+#       21     2  attributes                 57     4  record count
+#       23     4  last offset delta          61        records ...
+#
 #: The whole magic v2 header.
 BATCH_HEADER_BYTES = 61
 

@@ -6,27 +6,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import NamedTuple
 
+# UNLIMITED and normalize_ip are handed on until the layout move retargets their importers.
+from proxy.address import normalize_ip
+from proxy.config import UNLIMITED
+
 __all__ = ["UNLIMITED", "ConnectionAdmission", "Refusal", "TokenBucket", "normalize_ip"]
-
-#: Kafka's default for every connection quota: no limit.
-UNLIMITED = 2**31 - 1
-
-
-def normalize_ip(host: str) -> str:
-    """``host`` as one spelling per address (IPv4-mapped IPv6 as IPv4), so overrides and
-    counts agree whichever family the listener has.
-
-    Raises:
-        ValueError: ``host`` is not an IP address.
-    """
-    address = ipaddress.ip_address(host)
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return str(address)
 
 
 class Refusal(NamedTuple):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass
-from uuid import UUID
+
+# TopicNames is re-exported until the layout move points its importers at proxy.topic_names.
+from proxy.topic_names import PartitionKey, TopicNames
 
 __all__ = [
     "DEFAULT_SWEEP_FLOOR",
@@ -21,9 +23,6 @@ __all__ = [
     "readable_end",
 ]
 
-#: (topic name, or a topic id the registry does not know; partition index)
-PartitionKey = tuple[str | UUID, int]
-
 READ_COMMITTED = 1
 
 
@@ -32,31 +31,6 @@ def readable_end(high_watermark: int, last_stable_offset: int, isolation_level: 
     if isolation_level == READ_COMMITTED and last_stable_offset >= 0:
         return last_stable_offset
     return high_watermark
-
-
-class TopicNames:
-    """Topic ids to names, learned from Metadata responses (v10+ carry ids)."""
-
-    def __init__(self) -> None:
-        self._names: dict[UUID, str] = {}
-        self._ids: dict[str, UUID] = {}
-
-    def learn(self, topic_id: UUID, name: str) -> None:
-        if topic_id.int and name:
-            self._names[topic_id] = name
-            self._ids[name] = topic_id
-
-    def name_of(self, topic_id: UUID) -> str | None:
-        return self._names.get(topic_id)
-
-    def id_of(self, name: str) -> UUID | None:
-        return self._ids.get(name)
-
-    def key(self, topic: str, topic_id: UUID, partition: int) -> PartitionKey:
-        """The canonical key of a partition named by ``topic`` (old versions) or ``topic_id``."""
-        if topic_id.int:
-            return self._names.get(topic_id, topic_id), partition
-        return topic, partition
 
 
 @dataclass(slots=True)

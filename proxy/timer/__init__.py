@@ -4,6 +4,10 @@
 
 Nothing in this package reads a clock or awaits: the caller passes integer milliseconds.
 ``proxy.purgatory`` owns the one trio task that drives it.
+
+_bucket.py  TimerTask, TimerTaskList (one bucket of the wheel) and the TaskCounter
+_wheel.py   TimingWheel: one level of buckets, overflowing into a coarser wheel
+_timer.py   Timer: the wheels and the queue of buckets by expiry (Kafka's SystemTimer)
 """
 
 from ._bucket import TaskCounter, TimerTask, TimerTaskList
