@@ -135,12 +135,14 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         (
             "framed: all frame reading (read ahead, bodies via readv, decoder)",
             lambda stack: any(
-                "next_size (proxy/framed.py" in f or "finish (proxy/framed.py" in f for f in stack
+                "next_size (proxy/primitives/framed.py" in f
+                or "finish (proxy/primitives/framed.py" in f
+                for f in stack
             ),
         ),
         (
             "framed: allocating and filling the frame buffer (wire FrameDecoder)",
-            _anywhere("(proxy/framed.py", "(wire/framing.py"),
+            _anywhere("(proxy/primitives/framed.py", "(wire/framing.py"),
         ),
         (
             "client: copy of a rewritten response (size prefix + new body)",
@@ -169,18 +171,20 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
         (
             "plan_request -> Produce read for acks (wire.produce_summary; whole decode before)",
             lambda stack: (
-                _anywhere("plan_request (proxy/rewrite.py", "(wire/codec.py")(stack)
-                or _anywhere("plan_request (proxy/rewrite.py", "(wire/produce_summary.py")(stack)
+                _anywhere("plan_request (proxy/routing/rewrite.py", "(wire/codec.py")(stack)
+                or _anywhere("plan_request (proxy/routing/rewrite.py", "(wire/produce_summary.py")(
+                    stack
+                )
             ),
         ),
-        ("plan_request: all of it", _anywhere("plan_request (proxy/rewrite.py")),
+        ("plan_request: all of it", _anywhere("plan_request (proxy/routing/rewrite.py")),
         (
             "rewrite_response (Produce v10+ walked, decoded only with KIP-951 tags; Fetch v16+)",
-            _anywhere("rewrite_response (proxy/rewrite.py"),
+            _anywhere("rewrite_response (proxy/routing/rewrite.py"),
         ),
         (
             "  of which: the full decode",
-            _anywhere("rewrite_response (proxy/rewrite.py", "(wire/codec.py"),
+            _anywhere("rewrite_response (proxy/routing/rewrite.py", "(wire/codec.py"),
         ),
         (
             "timeouts and cancel scopes",
@@ -190,7 +194,7 @@ def suspects() -> list[tuple[str, Callable[[tuple[str, ...]], bool]]]:
             ),
         ),
         ("memory channel of response slots", _anywhere("(trio/_channel.py")),
-        ("pool: try_allocate + allocate", _anywhere("allocate (proxy/memory.py")),
+        ("pool: try_allocate + allocate", _anywhere("allocate (proxy/primitives/memory.py")),
         (
             "observer: report / request_done (metrics, request log)",
             _anywhere(f"report ({_RECORDS}"),

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from proxy.embedded_broker import tansu_binary
+from proxy.broker.embedded_broker import tansu_binary
 from testbed.processes import free_port, running_process, running_tansu
 from testbed.proxy_process import running_proxy
 

@@ -1,4 +1,4 @@
-# Strategy: two measurements of proxy/memory.py in one run.
+# Strategy: two measurements of proxy/primitives/memory.py in one run.
 #
 # 1. Fairness, in virtual time. K connections are always backlogged and pipeline like real
 #    producers (up to ``pipeline`` requests outstanding, Kafka's max.in.flight default 5),
@@ -40,7 +40,8 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from proxy.memory import ArrivalOrder, MemoryPool, RandomWhenTight, Turn, Waiter, WakeOrder
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.wake_order import ArrivalOrder, RandomWhenTight, Turn, Waiter, WakeOrder
 from testbed.report import machine_line, write_section
 
 KIB = 1024

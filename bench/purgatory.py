@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proxy.purgatory import DEFAULT_PURGE_INTERVAL, DelayedOperation, Purgatory
-from proxy.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
+from proxy.primitives.purgatory import DEFAULT_PURGE_INTERVAL, DelayedOperation, Purgatory
+from proxy.primitives.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "docs" / "img" / "purgatory.png"
@@ -85,7 +85,7 @@ SATURATED = 0.95
 _now_ms = 0
 
 
-# -- the timing-wheel purgatory (proxy.purgatory) --------------------------------------------
+# -- the timing-wheel purgatory (proxy.primitives.purgatory) ---------------------------------------
 
 
 class FakeOperation(DelayedOperation):

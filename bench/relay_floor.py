@@ -9,10 +9,10 @@
 #   copy     reads up to 1 MiB at a time into user space and writes it on (two copies);
 #   splice   moves the bytes socket -> pipe -> socket with splice(2), never into user space.
 #
-# Both lift trio's TCP_NOTSENT_LOWAT like proxy/stream_writer.py does. The driver runs direct, both
-# relays and the proxy of this tree (or of --proxy-tree) side by side, a fresh Tansu per cell,
-# the routes' order turning each round; each round's ratio is to that round's direct. What the
-# relays lose against direct is the hop itself (one more process on the shared cores, one more
+# Both lift trio's TCP_NOTSENT_LOWAT like proxy/primitives/stream_writer.py does. The driver runs
+# direct, both relays and the proxy of this tree (or of --proxy-tree) side by side, a fresh Tansu
+# per cell, the routes' order turning each round; each round's ratio is to that round's direct. What
+# the relays lose against direct is the hop itself (one more process on the shared cores, one more
 # loopback crossing and two more wake-ups per fetch); what the proxy loses against the splice
 # relay is its own work.
 from __future__ import annotations

@@ -4,7 +4,7 @@
 # (apart from the waits the protocol asks for), what did the purgatory do with the fetches,
 # how did each broker do, what went wrong (outcomes, error codes), was memory or fairness a
 # problem, who talked most. Every word a reader could look up is defined where it is used:
-# the outcomes from proxy/outcomes.py and the waits and kinds of fetch answers from
+# the outcomes from proxy/observability/outcomes.py and the waits and kinds of fetch answers from
 # pipeline/waits.py, the same lists the proxy and the tables use.
 """The text of report.md."""
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.waits import AT_ONCE, EXPIRED, FETCH, FETCH_ANSWERS, WOKEN
-from proxy.outcomes import MEANINGS, OUTCOMES
+from proxy.observability.outcomes import MEANINGS, OUTCOMES
 
 __all__ = ["ERROR_CODES_URL", "report_markdown"]
 

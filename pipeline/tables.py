@@ -218,8 +218,8 @@ def _rate(column: str) -> Column:
 
 
 def purgatory_outcomes(log: DataFrame) -> DataFrame:
-    """Per API and outcome (proxy/outcomes.py): requests, how many were held, held-time
-    percentiles."""
+    """Per API and outcome (proxy/observability/outcomes.py): requests, how many were held,
+    held-time percentiles."""
     held = F.col("held_ms") > 0
     return (
         log.groupBy("api", "outcome")

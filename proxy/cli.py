@@ -22,13 +22,13 @@ from typing import Any, Literal
 import trio
 
 from pipeline import command as pipeline_command
+from proxy.address import Address
+from proxy.broker.embedded_broker import EmbeddedBroker, tansu_binary
 from proxy.config import Config, ConfigError, load_config, parse_host_port
-from proxy.embedded_broker import EmbeddedBroker, tansu_binary
 from proxy.errors import StartupError
-from proxy.gc_policy import collect_young_regularly, tune_for_serving
-from proxy.logs import configure_logging
-from proxy.readiness import Readiness
-from proxy.routing import Address
+from proxy.observability.logs import configure_logging
+from proxy.observability.readiness import Readiness
+from proxy.primitives.gc_policy import collect_young_regularly, tune_for_serving
 
 __all__ = ["main"]
 
@@ -115,7 +115,8 @@ async def _until_signal(
 async def _run(config: Config) -> int:
     from proxy.server import serve  # the server pulls in the codec; keep --help fast
 
-    tune_for_serving()  # proxy/gc_policy.py: the collector was 62 % of the CPU at 10k clients
+    # proxy/primitives/gc_policy.py: the collector was 62 % of the CPU at 10k clients
+    tune_for_serving()
     readiness = Readiness()
     async with trio.open_nursery() as nursery:
         shutdown = trio.CancelScope()

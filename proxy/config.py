@@ -42,8 +42,8 @@ from pydantic_settings import (
 )
 
 from proxy.address import normalize_ip
-from proxy.purgatory import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
-from proxy.security_config import (
+from proxy.primitives.purgatory import DEFAULT_PURGE_INTERVAL, DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE
+from proxy.security.security_config import (
     ClientAuth,
     ClientTlsSection,
     UpstreamSaslSection,
@@ -275,7 +275,7 @@ class ConnectionsSection(_Section):
     # limit). An excess connection is closed as it is accepted (proxy/connection/admission.py).
     max_connections: int = Field(default=UNLIMITED, ge=0)
     """Client connections open at once, all listeners (Kafka: max.connections); lowered at
-    start to what the descriptor limit allows (proxy/descriptors.py)."""
+    start to what the descriptor limit allows (proxy/primitives/descriptors.py)."""
     max_connections_per_ip: int = Field(default=UNLIMITED, ge=0)
     """Client connections open at once from one IP address (Kafka: max.connections.per.ip);
     0 admits only the addresses of max_connections_per_ip_overrides."""

@@ -182,7 +182,7 @@ class UpstreamFailed(ConnectionClosed):
 
 class OutOfDescriptors(ConnectionClosed):
     """The connection needed an upstream connection of its own while client connections held
-    every descriptor the process can spare (proxy/descriptors.py)."""
+    every descriptor the process can spare (proxy/primitives/descriptors.py)."""
 
     kind = "descriptors"
 

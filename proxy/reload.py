@@ -1,13 +1,13 @@
 # Strategy: SIGHUP means "re-read your files", as for most daemons: here the listeners'
-# certificate, key, client CA and revocation list (proxy.tls.ServerTls) and the upstream CA and
-# client certificate (proxy.tls.UpstreamTls). One task owns the signal for the whole life of
-# serve(), with TLS or without, so a SIGHUP never falls through to its default action, which
+# certificate, key, client CA and revocation list (proxy.security.tls.ServerTls) and the upstream CA
+# and client certificate (proxy.security.tls.UpstreamTls). One task owns the signal for the whole
+# life of serve(), with TLS or without, so a SIGHUP never falls through to its default action, which
 # ends the process at once (exit 129, no drain). Each part keeps its previous files when the
 # new ones do not load; a reload is one log line per part (its own, naming files, never their
 # content) and one count in purgatory_proxy_tls_reloads_total{side, result}.
 #
 # Passwords and tokens are not in here: they are read at every authentication
-# (proxy/secure_upstream.py), so rotating their files needs no signal.
+# (proxy/security/secure_upstream.py), so rotating their files needs no signal.
 """SIGHUP: reload the TLS files, or say that there is nothing to reload."""
 
 from __future__ import annotations

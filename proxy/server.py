@@ -4,9 +4,9 @@
 #   ├── observers nursery: the request log's writer; it outlives the handlers so the records of
 #   │   draining connections are still written
 #   ├── services nursery: the held-requests service (purgatory clocks, per-broker watchers and
-#   │   channels: proxy/held/service.py), and the operators' HTTP endpoint (proxy/http.py) when
-#   │   [metrics] listen is set, so /readyz answers "shutting down" through the drain;
-#   │   cancelled once the handlers are done
+#   │   channels: proxy/held/service.py), and the operators' HTTP endpoint
+#   │   (proxy/observability/http.py) when [metrics] listen is set, so /readyz answers "shutting
+#   │   down" through the drain; cancelled once the handlers are done
 #   ├── handlers nursery: one task per client connection (proxy/connection/client.py); it
 #   │   outlives the accept loops so in-flight requests can drain on shutdown
 #   └── accepting nursery (inside the shutdown scope): the listener service
@@ -32,6 +32,7 @@ from pathlib import Path
 
 import trio
 
+from proxy.address import Address
 from proxy.config import Config, parse_host_port
 from proxy.connection.admission import ConnectionAdmission
 from proxy.connection.api_versions import KnownApiVersions
@@ -43,21 +44,21 @@ from proxy.connection.listeners import (
     bind_socket_listener,
 )
 from proxy.connection.services import ConnectionServices, ConnectionSettings
-from proxy.descriptors import PER_BROKER, DescriptorBudget, raise_descriptor_limit
-from proxy.directory import BrokerDirectory
 from proxy.errors import StartupError
 from proxy.held.service import HeldRequests
-from proxy.http import serve_http
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.observer import Observer
-from proxy.readiness import Readiness
+from proxy.observability.http import serve_http
+from proxy.observability.metrics import Metrics
+from proxy.observability.observer import Observer
+from proxy.observability.readiness import Readiness
+from proxy.observability.request_log import RequestLog
+from proxy.primitives.descriptors import PER_BROKER, DescriptorBudget, raise_descriptor_limit
+from proxy.primitives.memory import MemoryPool
 from proxy.reload import Reloadable, reload_on_sighup
-from proxy.request_log import RequestLog
-from proxy.routing import Address, Routing
-from proxy.secure_upstream import UpstreamSecurity
-from proxy.tls import ServerTls
-from proxy.topic_names import TopicNames
+from proxy.routing.directory import BrokerDirectory
+from proxy.routing.table import Routing
+from proxy.routing.topic_names import TopicNames
+from proxy.security.secure_upstream import UpstreamSecurity
+from proxy.security.tls import ServerTls
 from proxy.upstream.dialer import Dialer, UpstreamDialer
 from proxy.upstream.metadata import refresh_metadata_forever
 from wire.codec import precompile

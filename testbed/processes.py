@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from proxy.embedded_broker import free_port, tansu_command
+from proxy.broker.embedded_broker import free_port, tansu_command
 
 __all__ = [
     "Broker",

@@ -2,8 +2,8 @@
 
 Why: measuring the report at a day's volume (10 M lines) needs logs far larger than a test can
 drive through the real proxy, and a cluster test needs a log whose every field is known. Lines
-are made by ``proxy.request_log.RequestRecord.to_json``, the proxy's own encoder, so they have
-exactly the schema and formatting of a real log. The mix (mostly Fetch and Produce, a few
+are made by ``proxy.observability.request_log.RequestRecord.to_json``, the proxy's own encoder, so
+they have exactly the schema and formatting of a real log. The mix (mostly Fetch and Produce, a few
 percent of group and metadata traffic, some muting, holds, expiries and top-level errors on
 several brokers) is shaped like a busy proxy's, and it is seeded: one seed, one log.
 """
@@ -14,8 +14,8 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from proxy.outcomes import Outcome
-from proxy.request_log import RequestRecord
+from proxy.observability.outcomes import Outcome
+from proxy.observability.request_log import RequestRecord
 
 __all__ = ["BROKERS", "START_TS", "synthetic_records", "write_log"]
 

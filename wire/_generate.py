@@ -52,10 +52,11 @@ DECODABLE_APIS = (
     "FindCoordinator",
     "ApiVersions",
     "DescribeCluster",
-    # The proxy's own SASL client (proxy/sasl_client.py) and its answer to clients (issue 16).
+    # The proxy's own SASL client (proxy/security/sasl_client.py) and its answer to clients (issue
+    # 16).
     "SaslHandshake",
     "SaslAuthenticate",
-    # Their responses name brokers (KIP-932 node endpoints), rewritten by proxy/rewrite.py.
+    # Their responses name brokers (KIP-932 node endpoints), rewritten by proxy/routing/rewrite.py.
     "ShareFetch",
     "ShareAcknowledge",
 )

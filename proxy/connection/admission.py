@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-# UNLIMITED and normalize_ip are handed on until the layout move retargets their importers.
-from proxy.address import normalize_ip
 from proxy.config import UNLIMITED
 
-__all__ = ["UNLIMITED", "ConnectionAdmission", "Refusal", "TokenBucket", "normalize_ip"]
+__all__ = ["ConnectionAdmission", "Refusal", "TokenBucket"]
 
 
 class Refusal(NamedTuple):
@@ -61,7 +59,7 @@ class ConnectionAdmission:
 
     Args:
         max_connections: open at once, all listeners (the descriptors they hold are counted
-            apart: proxy/descriptors.py).
+            apart: proxy/primitives/descriptors.py).
         max_connections_per_ip: open at once from one address.
         per_ip_overrides: address -> its own cap (normalized addresses).
         creation_rate: new connections per second, all addresses.

@@ -35,8 +35,9 @@ from proxy.errors import (
     ConnectionClosed,
     UpstreamFailed,
 )
-from proxy.framed import StreamWriter, WriteTimeout
-from proxy.stream_address import stream_address
+from proxy.observability.stream_address import stream_address
+from proxy.primitives.stream_deadlines import WriteTimeout
+from proxy.primitives.stream_writer import StreamWriter
 from wire.errors import WireError
 
 __all__ = ["ClientConnection", "peer_name"]
@@ -67,7 +68,7 @@ class ClientConnection:
         self.peer = peer_name(stream)
         self.broker = "bootstrap" if node_id is None else str(node_id)
         # The response pump's only writer; its scope cuts a client that does not take an
-        # answer (connections.send_timeout_ms, proxy/framed.py).
+        # answer (connections.send_timeout_ms, proxy/primitives/framed.py).
         send_scope = trio.CancelScope()
         out = StreamWriter(stream, WriteTimeout(send_scope, services.settings.send_timeout_s))
         self._conn = conn = Connection(_MAX_IN_FLIGHT)

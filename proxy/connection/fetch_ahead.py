@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from uuid import UUID
 
-from proxy.memory import Lease
+from proxy.primitives.lease import Lease
 from wire.errors import CorruptRecords
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse

@@ -27,10 +27,10 @@ from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.fetch_session import ContextKind, FetchContext
 from proxy.held.service import HeldRequests
 from proxy.held.ticket import FetchTicket
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.outcomes import Outcome
-from proxy.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
+from proxy.observability.metrics import Metrics
+from proxy.observability.outcomes import Outcome
+from proxy.primitives.memory import MemoryPool
+from proxy.routing.rewrite import BrokerDirectory, RequestPlan, advertise_node_endpoints
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode
 from wire.framing import frame as framed

@@ -10,8 +10,8 @@ from __future__ import annotations
 import trio
 
 from proxy.connection.state import Connection, Slot, Unanswered
-from proxy.framed import Flushable
-from proxy.memory import MemoryPool
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.stream_writer import Flushable
 
 __all__ = ["Handoff"]
 

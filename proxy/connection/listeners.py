@@ -16,15 +16,15 @@ from typing import NoReturn, Protocol, cast
 
 import trio
 
-from proxy.accepting import accept_or_wait
-from proxy.connection.admission import ConnectionAdmission, Refusal, normalize_ip
+from proxy.address import Address, normalize_ip
+from proxy.connection.admission import ConnectionAdmission, Refusal
 from proxy.connection.client import ClientConnection, peer_name
 from proxy.connection.services import ConnectionServices
-from proxy.descriptors import DescriptorBudget
 from proxy.errors import StartupError
-from proxy.metrics import Metrics
-from proxy.routing import Address
-from proxy.tls import ServerTls, TlsHandshakeFailed
+from proxy.observability.metrics import Metrics
+from proxy.primitives.accepting import accept_or_wait
+from proxy.primitives.descriptors import DescriptorBudget
+from proxy.security.tls import ServerTls, TlsHandshakeFailed
 
 __all__ = [
     "ListenerFactory",

@@ -1,6 +1,6 @@
-# Strategy: every client request ends in exactly one RequestRecord (proxy/observer.py fans it out to
-# metrics and the request log). Building it is pure: the slot carries the request's timings
-# (Arrival) and the caller says how it ended; a connection's Recorder reads the clock.
+# Strategy: every client request ends in exactly one RequestRecord (proxy/observability/observer.py
+# fans it out to metrics and the request log). Building it is pure: the slot carries the request's
+# timings (Arrival) and the caller says how it ended; a connection's Recorder reads the clock.
 """The RequestRecord of one finished client request."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import trio
 
 from proxy.connection.state import Local, Slot, Unanswered
-from proxy.observer import Observer
-from proxy.outcomes import Outcome
-from proxy.request_log import RequestRecord
+from proxy.observability.observer import Observer
+from proxy.observability.outcomes import Outcome
+from proxy.observability.request_log import RequestRecord
 from wire.apis import API_BY_KEY
 
 __all__ = ["Recorder", "request_record"]

@@ -7,7 +7,8 @@
 # whose earlier responses are not all written waits for them before it is given memory for the
 # next (`_one_in_processing`), so none holds several requests' worth of the pool while others
 # wait for their first; the waiting ones get memory in random order, in rounds (a Turn,
-# proxy/memory.py). With memory to spare, clients pipeline through the proxy as they like.
+# proxy/primitives/memory.py). With memory to spare, clients pipeline through the proxy as they
+# like.
 """A client connection's request pump."""
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from proxy.connection.services import ConnectionServices
 from proxy.connection.state import Arrival, Connection, Forwarded, Unanswered
 from proxy.connection.upstream_link import CONNECTION_BOUND_APIS, UpstreamLink
 from proxy.errors import ClientClosed, ClientProtocolError, FrameTimeout, IdleTimeout
-from proxy.framed import FrameReader, PeerClosed, ReadTimeouts
 from proxy.held.ticket import FetchTicket
-from proxy.memory import Lease, Turn
-from proxy.rewrite import LocalAnswer, RequestPlan, plan_request
+from proxy.primitives.framed import FrameReader, PeerClosed
+from proxy.primitives.lease import Lease
+from proxy.primitives.stream_deadlines import ReadTimeouts
+from proxy.primitives.wake_order import Turn
+from proxy.routing.rewrite import LocalAnswer, RequestPlan, plan_request
 from wire.apis import ApiKey
 
 __all__ = ["READ_AHEAD", "RequestPump"]
@@ -36,13 +39,13 @@ _SIZE_BYTES = 4
 #: api key, api version and correlation id: no request is shorter.
 _MIN_REQUEST_BYTES = 8
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
-#: Bytes one receive may bring past the piece being read (proxy/framed.py): small pipelined
-#: frames come several per receive; what a client sends this way is held before its pool
+#: Bytes one receive may bring past the piece being read (proxy/primitives/framed.py): small
+#: pipelined frames come several per receive; what a client sends this way is held before its pool
 #: reservation, at most this much per connection.
 READ_AHEAD = 16 * 1024
 #: A larger request is reserved from the pool this much at a time (doubling), as its bytes
-#: arrive (proxy/framed.py, issue 29): a client that declares a large frame and sends nothing
-#: holds this much, not the frame. Requests this small (nearly all) are reserved in one go.
+#: arrive (proxy/primitives/framed.py, issue 29): a client that declares a large frame and sends
+#: nothing holds this much, not the frame. Requests this small (nearly all) are reserved in one go.
 _FIRST_PIECE_BYTES = 64 * 1024
 
 
@@ -87,8 +90,8 @@ class RequestPump:
         """Read, check, pay for and forward requests until the client closes.
 
         Timeouts use one cancel scope for the whole connection, whose deadline the reader
-        arms only while it waits (idle for a prefix, frame for a body; proxy/framed.py) and
-        which is stood down while muted: cheaper than a fresh scope per read, or a deadline
+        arms only while it waits (idle for a prefix, frame for a body; proxy/primitives/framed.py)
+        and which is stood down while muted: cheaper than a fresh scope per read, or a deadline
         move per frame, which both showed in profiles.
         """
         services = self._services
@@ -100,9 +103,9 @@ class RequestPump:
         pool, link, fetches, conn = services.pool, self._upstream, self._fetches, self._conn
         turn = Turn()  # this connection's place in the pool's rounds while memory is tight
         timeout = trio.CancelScope()
-        # The reader arms the idle and frame deadlines only while it waits (proxy/framed.py);
-        # muting is the proxy's doing, not the client's, and is not timed (stand_down). It
-        # also writes the requests deferred below before it waits.
+        # The reader arms the idle and frame deadlines only while it waits
+        # (proxy/primitives/framed.py); muting is the proxy's doing, not the client's, and is not
+        # timed (stand_down). It also writes the requests deferred below before it waits.
         timeouts = ReadTimeouts(timeout, idle_s, frame_s)
         reader = FrameReader(self._client, settings.request_max_bytes, read_ahead=READ_AHEAD,
                              timeouts=timeouts, flush=link,

@@ -32,13 +32,13 @@ from proxy.connection.state import (
     Local,
 )
 from proxy.connection.upstream_link import UpstreamLink, answered_id
-from proxy.error_peek import peek_error_code
 from proxy.errors import AuthenticationFailed, SendTimeout
-from proxy.framed import StreamWriter
 from proxy.held.decision import produce_hold_ms
 from proxy.held.delayed import DelayedProduce
-from proxy.outcomes import Outcome
-from proxy.rewrite import rewrite_response
+from proxy.observability.error_peek import peek_error_code
+from proxy.observability.outcomes import Outcome
+from proxy.primitives.stream_writer import StreamWriter
+from proxy.routing.rewrite import rewrite_response
 from wire.apis import ApiKey
 from wire.framing import size_prefix
 

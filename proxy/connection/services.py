@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from proxy.address import Address
 from proxy.config import Config
 from proxy.connection.api_versions import KnownApiVersions
 from proxy.connection.drain import Drain
-from proxy.descriptors import DescriptorBudget
 from proxy.held.service import HeldRequests
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.observer import Observer
-from proxy.rewrite import BrokerDirectory
-from proxy.routing import Address, Routing
+from proxy.observability.metrics import Metrics
+from proxy.observability.observer import Observer
+from proxy.primitives.descriptors import DescriptorBudget
+from proxy.primitives.memory import MemoryPool
+from proxy.routing.rewrite import BrokerDirectory
+from proxy.routing.table import Routing
 from proxy.upstream.dialer import Dialer
 
 __all__ = ["ConnectionServices", "ConnectionSettings"]

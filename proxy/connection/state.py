@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from proxy.errors import ConnectionClosed, UpstreamFailed
 from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.ticket import FetchTicket
-from proxy.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
+from proxy.routing.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
 from wire.headers import peek_request_header
 from wire.sentinel import Sentinel
 

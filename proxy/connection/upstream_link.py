@@ -16,8 +16,9 @@ import trio
 from proxy.connection.services import ConnectionServices
 from proxy.connection.state import Connection
 from proxy.errors import OutOfDescriptors, UpstreamFailed, UpstreamUnavailable
-from proxy.framed import Flushable, FrameReader, PeerClosed, StreamWriter
-from proxy.memory import Lease
+from proxy.primitives.framed import FrameReader, PeerClosed
+from proxy.primitives.lease import Lease
+from proxy.primitives.stream_writer import Flushable, StreamWriter
 from wire.apis import ApiKey
 from wire.framing import frame as framed
 from wire.headers import RequestHeader, encode_request_header

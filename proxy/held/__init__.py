@@ -1,6 +1,6 @@
 # Strategy: waiting happens in the proxy (DESIGN "The purgatory"). This package is the
 # held-requests subsystem; the purgatory and the timing wheel it runs on are primitives beside
-# it (proxy/purgatory.py, proxy/timer/). The package re-exports nothing.
+# it (proxy/primitives/purgatory.py, proxy/primitives/timer/). The package re-exports nothing.
 #
 #   service.py          HeldRequests: the held path's one face, and a held fetch's answer
 #   decision.py         the one decision per request: answer now, hold, or fetch; a produce's hold

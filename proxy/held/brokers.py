@@ -12,15 +12,16 @@ from typing import Protocol
 
 import trio
 
+from proxy.address import Address
 from proxy.config import FetchSection
 from proxy.held.fetch_answer import canonical
 from proxy.held.fetch_session import FetchSessionCache
 from proxy.held.offset_watcher import OffsetWatcher
-from proxy.held.partition_state import PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionStates
 from proxy.held.watcher import UpstreamWatcher
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory
-from proxy.routing import Address
+from proxy.observability.metrics import Metrics
+from proxy.primitives.purgatory import Purgatory
+from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
 from proxy.upstream.dialer import Dialer
 

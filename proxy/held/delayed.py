@@ -10,8 +10,8 @@ from __future__ import annotations
 import trio
 
 from proxy.held.partition_state import PartitionKey, PartitionStates
-from proxy.purgatory import DelayedOperation
-from proxy.rewrite import RequestPlan, produce_timed_out
+from proxy.primitives.purgatory import DelayedOperation
+from proxy.routing.rewrite import RequestPlan, produce_timed_out
 
 __all__ = ["DelayedFetch", "DelayedProduce"]
 

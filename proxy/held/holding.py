@@ -15,10 +15,11 @@ from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_answer import reached_offsets
 from proxy.held.fetch_repeat import FetchRepeat
 from proxy.held.fetch_session import FINAL_EPOCH, FetchContext
-from proxy.held.partition_state import PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionStates
 from proxy.held.planning import FetchPlanner
 from proxy.held.ticket import FetchTicket
-from proxy.purgatory import Purgatory, current_time_ms
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 
 __all__ = ["FetchHolding"]
 

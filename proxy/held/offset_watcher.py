@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 import trio
 
 from proxy.errors import UpstreamUnavailable
-from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.held.wanted import WantedPartitions
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory, current_time_ms
+from proxy.observability.metrics import Metrics
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
 from wire.errors import WireError
 from wire.messages.list_offsets_request import (

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass
 
-# TopicNames is re-exported until the layout move points its importers at proxy.topic_names.
-from proxy.topic_names import PartitionKey, TopicNames
+from proxy.routing.topic_names import PartitionKey
 
 __all__ = [
     "DEFAULT_SWEEP_FLOOR",
@@ -19,7 +18,6 @@ __all__ = [
     "PartitionKey",
     "PartitionState",
     "PartitionStates",
-    "TopicNames",
     "readable_end",
 ]
 

@@ -12,9 +12,10 @@ from proxy.held.brokers import BrokerResources
 from proxy.held.decision import decide_fetch
 from proxy.held.fetch_answer import canonical, upstream_request
 from proxy.held.fetch_session import FetchContext
-from proxy.held.partition_state import PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionStates
 from proxy.held.ticket import FetchTicket
-from proxy.purgatory import current_time_ms
+from proxy.primitives.purgatory import current_time_ms
+from proxy.routing.topic_names import TopicNames
 from wire.messages.fetch_request import FetchRequest
 
 __all__ = ["FetchPlanner"]

@@ -10,8 +10,8 @@ import trio
 
 from proxy.held.delayed import DelayedProduce
 from proxy.held.partition_state import PartitionKey, PartitionStates
-from proxy.purgatory import Purgatory
-from proxy.rewrite import RequestPlan
+from proxy.primitives.purgatory import Purgatory
+from proxy.routing.rewrite import RequestPlan
 
 __all__ = ["HeldProduces"]
 

@@ -17,12 +17,14 @@ import trio
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
 from proxy.held.brokers import BrokerResources
 from proxy.held.fetch_answer import FetchResults, canonical, learn
-from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.held.planning import FetchPlanner
 from proxy.held.ticket import FetchTicket
-from proxy.memory import MemoryPool, SharedLease
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory
+from proxy.observability.metrics import Metrics
+from proxy.primitives.lease import SharedLease
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.purgatory import Purgatory
+from proxy.routing.topic_names import TopicNames
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 

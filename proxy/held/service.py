@@ -24,14 +24,15 @@ from proxy.held.decision import FetchDecision, decide_after_read
 from proxy.held.fetch_answer import FetchResults, build_response, error_response
 from proxy.held.fetch_session import ContextKind
 from proxy.held.holding import FetchHolding
-from proxy.held.partition_state import PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionStates
 from proxy.held.planning import FetchPlanner
 from proxy.held.produce import HeldProduces
 from proxy.held.refetch import FetchReads, UpstreamReads, broker_gone
 from proxy.held.ticket import FetchTicket
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory, current_time_ms
+from proxy.observability.metrics import Metrics
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 from proxy.upstream.dialer import Dialer
 from wire.messages.fetch_response import FetchResponse
 

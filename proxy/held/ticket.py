@@ -16,7 +16,7 @@ from wire.messages.fetch_request import FetchRequest
 
 if TYPE_CHECKING:
     from proxy.held.delayed import DelayedFetch
-    from proxy.memory import Lease, LeaseShare, SharedLease
+    from proxy.primitives.lease import Lease, LeaseShare, SharedLease
 
 __all__ = ["FetchTicket"]
 

@@ -15,10 +15,11 @@ import trio
 
 from proxy.errors import UpstreamUnavailable
 from proxy.held.fetch_answer import FetchResults, learn
-from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
+from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.held.wanted import WantedPartitions
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory, current_time_ms
+from proxy.observability.metrics import Metrics
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse

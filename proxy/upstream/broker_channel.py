@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import trio
 
+from proxy.address import Address
 from proxy.errors import UpstreamUnavailable
-from proxy.framed import FrameReader, PeerClosed
-from proxy.routing import Address
-from proxy.secure_upstream import UpstreamSecurity, keep_authenticated
+from proxy.primitives.framed import FrameReader, PeerClosed
+from proxy.security.secure_upstream import UpstreamSecurity, keep_authenticated
 from proxy.upstream.dialer import Dialer, UpstreamDialer
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode

@@ -13,8 +13,8 @@ from typing import Protocol
 
 import trio
 
-from proxy.routing import Address
-from proxy.secure_upstream import UpstreamSecurity, open_upstream
+from proxy.address import Address
+from proxy.security.secure_upstream import UpstreamSecurity, open_upstream
 
 __all__ = ["Dialer", "UpstreamDialer"]
 

@@ -18,12 +18,12 @@ from typing import NoReturn
 
 import trio
 
-from proxy.directory import BrokerDirectory
+from proxy.address import Address
 from proxy.errors import StartupError, UpstreamUnavailable
-from proxy.metrics import Metrics
-from proxy.readiness import Readiness
-from proxy.routing import Address
-from proxy.secure_upstream import SaslAuthenticationFailed
+from proxy.observability.metrics import Metrics
+from proxy.observability.readiness import Readiness
+from proxy.routing.directory import BrokerDirectory
+from proxy.security.secure_upstream import SaslAuthenticationFailed
 from proxy.upstream.broker_channel import BrokerChannel
 from proxy.upstream.dialer import Dialer
 from wire.apis import ApiKey

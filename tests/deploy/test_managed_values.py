@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from proxy.config import Config, ConfigError, load_config
-from proxy.sasl_client import MECHANISMS
+from proxy.security.sasl_client import MECHANISMS
 from tests.deploy._chart import CHART, kind, pod_spec, proxy_container, render, values_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import trio
 
+from proxy.address import Address
 from proxy.errors import UpstreamUnavailable
-from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
 from testbed.kafka_cluster import running_kafka
 from testbed.processes import Broker, free_port

@@ -8,7 +8,7 @@ working; files that do not load leave the old certificate in place.
 
 Real proxy processes before a real Tansu (plaintext upstream: the client side is under test);
 raw TLS sockets from the standard ssl module, so exactly the bytes under test are sent. The
-failure classes behind the metric are checked in-process on proxy.tls.ServerTls, whose
+failure classes behind the metric are checked in-process on proxy.security.tls.ServerTls, whose
 ``on_failure`` hook feeds purgatory_proxy_tls_handshake_failures_total.
 """
 
@@ -28,8 +28,8 @@ import pytest
 import trio
 from cryptography import x509
 
-from proxy.security_config import ClientTlsSection
-from proxy.tls import ServerTls, TlsHandshakeFailed
+from proxy.security.security_config import ClientTlsSection
+from proxy.security.tls import ServerTls, TlsHandshakeFailed
 from testbed.certs import CertFiles, Pki, make_pki
 from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy

@@ -17,8 +17,8 @@ import urllib.request
 import psutil
 import trio
 
-from proxy.embedded_broker import EmbeddedBroker, tansu_binary
-from proxy.readiness import Readiness
+from proxy.broker.embedded_broker import EmbeddedBroker, tansu_binary
+from proxy.observability.readiness import Readiness
 from testbed.processes import free_port
 from testbed.proxy_process import running_proxy
 from tests.integration.test_cli import _aiokafka_roundtrip

@@ -4,7 +4,7 @@ An Apache Kafka node (4.4 and 3.9.2, `running_kafka`) is asked ApiVersions direc
 the real proxy process, on the bootstrap port and on the broker's port, with client_auth
 "none" and "passthrough". Nothing may be missing through the proxy except what it refuses on
 purpose (SaslHandshake / SaslAuthenticate with client_auth none), and a range may differ only
-for an API the proxy looks inside (proxy.rewrite.LOOKED_INSIDE), where it is what wire/ can
+for an API the proxy looks inside (proxy.routing.rewrite.LOOKED_INSIDE), where it is what wire/ can
 decode. Bodies are read with kio, not with the proxy's own codec.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from proxy.rewrite import LOOKED_INSIDE
+from proxy.routing.rewrite import LOOKED_INSIDE
 from testbed.kafka_cluster import running_kafka
 from testbed.kafka_install import KAFKA_LINES
 from testbed.proxy_process import running_proxy

@@ -15,14 +15,15 @@ from collections.abc import Hashable
 import pytest
 import trio
 
+from proxy.address import Address
 from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_answer import FetchResults, learn
 from proxy.held.offset_watcher import LATEST, LIST_OFFSETS_VERSION, OffsetWatcher
-from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory, current_time_ms
-from proxy.routing import Address
+from proxy.held.partition_state import PartitionKey, PartitionStates
+from proxy.observability.metrics import Metrics
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
 from testbed.processes import Broker
 from testbed.topics import create_topic

@@ -1,7 +1,7 @@
 """Every outcome the proxy can write is defined in report.md, from the list the code uses.
 
-The proxy's records take ``proxy.outcomes.Outcome`` (a Literal type), so mypy --strict (make
-lint) rejects any other outcome the code would write; these tests hold the glossary and the
+The proxy's records take ``proxy.observability.outcomes.Outcome`` (a Literal type), so mypy --strict
+(make lint) rejects any other outcome the code would write; these tests hold the glossary and the
 report to that same type.
 """
 
@@ -13,8 +13,8 @@ import typing
 
 from proxy.connection.fetches import FetchAnswer
 from proxy.connection.records import Recorder, request_record
-from proxy.outcomes import MEANINGS, OUTCOMES, Outcome
-from proxy.request_log import RequestRecord
+from proxy.observability.outcomes import MEANINGS, OUTCOMES, Outcome
+from proxy.observability.request_log import RequestRecord
 from tests.pipeline._traffic import TrafficRun
 
 

@@ -45,7 +45,12 @@ from kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from proxy.sasl_client import AUTHENTICATE_VERSION, HANDSHAKE_VERSION, SaslClient, SaslCredentials
+from proxy.security.sasl_client import (
+    AUTHENTICATE_VERSION,
+    HANDSHAKE_VERSION,
+    SaslClient,
+    SaslCredentials,
+)
 from testbed.kafka_cluster import USERS, KafkaCluster, running_kafka
 from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 import trio
 import trio.testing
 
+from proxy.address import Address
 from proxy.errors import UpstreamUnavailable
-from proxy.routing import Address
 from testbed.sasl_front import TOPIC_AUTHORIZATION_FAILED, fetch_denied
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import Message, decode_request, encode

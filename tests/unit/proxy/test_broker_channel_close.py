@@ -9,8 +9,8 @@ import pytest
 import trio
 import trio.testing
 
+from proxy.address import Address
 from proxy.errors import UpstreamUnavailable
-from proxy.routing import Address
 from proxy.upstream.broker_channel import BrokerChannel
 from tests.support.scripted_broker import ScriptedDialer
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch

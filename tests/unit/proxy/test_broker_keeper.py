@@ -1,6 +1,6 @@
 """The embedded broker's keeper with real processes (``sleep`` stands in for the broker).
 
-What the keeper promises (proxy/broker_keeper.py): the child lives exactly as long as the
+What the keeper promises (proxy/broker/broker_keeper.py): the child lives exactly as long as the
 keeper's stdin (the lifeline) is open and the keeper itself lives; a child that exits on its own
 is reported with its status. None of this depends on which thread started the keeper, which is
 what broke with PR_SET_PDEATHSIG under trio's worker threads (issue 15).
@@ -24,7 +24,7 @@ _GONE_WITHIN_S = 5.0
 @pytest.fixture
 def keeper() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "proxy.broker_keeper", "--", "sleep", "1000"],
+        [sys.executable, "-m", "proxy.broker.broker_keeper", "--", "sleep", "1000"],
         stdin=subprocess.PIPE,
     )
     try:

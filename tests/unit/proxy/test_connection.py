@@ -16,7 +16,7 @@ from proxy.connection.state import (
     Unanswered,
 )
 from proxy.errors import ClientClosed, ConnectionClosed, IdleTimeout, UpstreamFailed
-from proxy.rewrite import RequestPlan
+from proxy.routing.rewrite import RequestPlan
 from wire.headers import RequestHeader
 
 ARRIVAL = Arrival(0.0, 0.0, 0.0, 20, 0.0)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from proxy.address import normalize_ip
 from proxy.config import ConfigError, load_config
-from proxy.connection.admission import ConnectionAdmission, TokenBucket, normalize_ip
-from proxy.descriptors import DescriptorBudget
+from proxy.connection.admission import ConnectionAdmission, TokenBucket
+from proxy.primitives.descriptors import DescriptorBudget
 
 
 def test_the_total_cap_refuses_the_connection_past_it_until_one_ends() -> None:
@@ -91,7 +92,8 @@ def test_addresses_have_one_spelling() -> None:
         normalize_ip("kafka-1.example")
 
 
-def test_overrides_are_checked_and_normalized_by_the_configuration(tmp_path) -> None:  # type: ignore[no-untyped-def]
+# type: ignore[no-untyped-def]
+def test_overrides_are_checked_and_normalized_by_the_configuration(tmp_path) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[connections.max_connections_per_ip_overrides]\n"::ffff:10.1.2.3" = 7\n')
     assert load_config(path).connections.max_connections_per_ip_overrides == {"10.1.2.3": 7}

@@ -13,7 +13,7 @@ from proxy.connection.state import (
     Local,
     Unanswered,
 )
-from proxy.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
+from proxy.routing.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
 from wire.headers import RequestHeader
 
 ARRIVAL = Arrival(1.0, 2.0, 0.0, 20, 1.5)

@@ -7,7 +7,7 @@ import struct
 from dataclasses import replace
 
 from proxy.connection.fetch_ahead import Predictions, ReadAhead, next_read, serves
-from proxy.memory import MemoryPool
+from proxy.primitives.memory import MemoryPool
 from tests.unit.proxy.test_inprocess_fetch_ahead import batch_at
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData

@@ -9,7 +9,9 @@ import pytest
 import trio
 import trio.testing
 
-from proxy.framed import FrameReader, PeerClosed, ReadTimeouts, StreamWriter
+from proxy.primitives.framed import FrameReader, PeerClosed
+from proxy.primitives.stream_deadlines import ReadTimeouts
+from proxy.primitives.stream_writer import StreamWriter
 from wire.errors import FrameTooLarge
 from wire.framing import frame
 

@@ -1,4 +1,4 @@
-"""proxy/gc_policy.py, in a fresh interpreter (it changes process-wide state)."""
+"""proxy/primitives/gc_policy.py, in a fresh interpreter (it changes process-wide state)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import weakref
 import trio
 import trio.testing
 
-from proxy.gc_policy import YOUNG_THRESHOLD, collect_young_regularly
+from proxy.primitives.gc_policy import YOUNG_THRESHOLD, collect_young_regularly
 
 
 def test_serving_freezes_start_up_objects_and_collects_the_young_generation_rarely() -> None:
     script = (
         "import gc, json\n"
         "default = gc.get_threshold()\n"
-        "from proxy.gc_policy import tune_for_serving\n"
+        "from proxy.primitives.gc_policy import tune_for_serving\n"
         "tune_for_serving()\n"
         "print(json.dumps([default, gc.get_threshold(), gc.get_freeze_count()]))\n"
     )

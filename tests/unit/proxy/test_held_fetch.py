@@ -9,7 +9,6 @@ from uuid import UUID
 import trio
 import trio.testing
 
-from proxy.framed import FrameReader
 from proxy.held.delayed import DelayedFetch
 from proxy.held.fetch_answer import (
     FetchResults,
@@ -21,8 +20,10 @@ from proxy.held.fetch_answer import (
     upstream_request,
 )
 from proxy.held.fetch_session import ContextKind, FetchSessionCache
-from proxy.held.partition_state import PartitionStates, TopicNames
-from proxy.purgatory import Purgatory, current_time_ms
+from proxy.held.partition_state import PartitionStates
+from proxy.primitives.framed import FrameReader
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 

@@ -10,8 +10,8 @@ import trio
 import trio.testing
 
 from proxy.held.delayed import DelayedProduce
-from proxy.purgatory import Purgatory
-from proxy.rewrite import ProducedPartitions, RequestPlan
+from proxy.primitives.purgatory import Purgatory
+from proxy.routing.rewrite import ProducedPartitions, RequestPlan
 from wire.apis import ApiKey
 from wire.codec import decode
 from wire.headers import RequestHeader, parse_response_header

@@ -10,8 +10,8 @@ import trio
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.http import serve_http
-from proxy.readiness import Readiness
+from proxy.observability.http import serve_http
+from proxy.observability.readiness import Readiness
 
 
 class _Endpoint:

@@ -11,9 +11,9 @@ import pytest
 import trio
 from prometheus_client import CollectorRegistry, Counter
 
-from proxy.accepting import RETRY_S, accept_or_wait
-from proxy.http import serve_http
-from proxy.readiness import Readiness
+from proxy.observability.http import serve_http
+from proxy.observability.readiness import Readiness
+from proxy.primitives.accepting import RETRY_S, accept_or_wait
 from tests.unit.proxy.test_http import _exchange, _get
 
 _MAX_CONNECTIONS = 16

@@ -133,7 +133,7 @@ async def test_an_idle_long_poll_wakes_the_response_pump_only_when_it_is_done(
         assert not response.responses[0].partitions[0].records
         assert held.fetches.statistics().expired == expired + 1
         # Once for the end of the hold, and twice for the checkpoints trio's memory stream
-        # takes in send_all (a socket is written without them: proxy/stream_writer.py).
+        # takes in send_all (a socket is written without them: proxy/primitives/stream_writer.py).
         assert wakeups.count == 1 + 2
 
 

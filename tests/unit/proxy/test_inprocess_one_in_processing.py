@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from proxy.memory import MemoryPool
+from proxy.primitives.memory import MemoryPool
 from tests.support.inprocess import proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, produce
 

@@ -19,7 +19,9 @@ from proxy.errors import (
     ProxyError,
     WouldDeadlock,
 )
-from proxy.memory import Lease, MemoryPool, RandomWhenTight, Waiter
+from proxy.primitives.lease import Lease
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.wake_order import RandomWhenTight, Waiter
 
 
 class RecordingOrder:

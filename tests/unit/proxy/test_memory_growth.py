@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.errors import InvalidAllocation
-from proxy.memory import Lease, MemoryPool
+from proxy.primitives.lease import Lease
+from proxy.primitives.memory import MemoryPool
 
 
 def test_growth_takes_memory_while_any_is_available() -> None:
@@ -204,8 +205,8 @@ def test_growing_frames_keep_kip72s_bound_and_all_complete(
             for piece in range(pieces):
                 step = rest // (pieces - piece)
                 if step and not lease.try_grow(step):
-                    # The protocol (proxy/framed.py): a growth that has to wait asks for all
-                    # the frame still needs, so the overdraft can complete it.
+                    # The protocol (proxy/primitives/framed.py): a growth that has to wait asks for
+                    # all the frame still needs, so the overdraft can complete it.
                     await lease.grow(rest)
                     step = rest
                 rest -= step

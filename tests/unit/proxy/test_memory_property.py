@@ -14,7 +14,9 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.memory import ArrivalOrder, MemoryPool, MemoryPoolStatistics, RandomWhenTight, Waiter
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.memory_sensors import MemoryPoolStatistics
+from proxy.primitives.wake_order import ArrivalOrder, RandomWhenTight, Waiter
 
 # One step of one task: (kind, size fraction, start delay, hold time, give-up time).
 _step = st.tuples(

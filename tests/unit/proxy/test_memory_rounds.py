@@ -10,7 +10,9 @@ import pytest
 import trio
 import trio.testing
 
-from proxy.memory import Lease, MemoryPool, Turn
+from proxy.primitives.lease import Lease
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.wake_order import Turn
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -11,7 +11,8 @@ import random
 import trio
 import trio.testing
 
-from proxy.memory import Lease, MemoryPool
+from proxy.primitives.lease import Lease
+from proxy.primitives.memory import MemoryPool
 
 
 async def test_depleted_time_and_percent_scripted(mock_clock: trio.testing.MockClock) -> None:

@@ -15,11 +15,11 @@ import trio.testing
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.observer import Observer
-from proxy.purgatory import DelayedOperation, Purgatory
-from proxy.request_log import RequestLog, RequestRecord
+from proxy.observability.metrics import Metrics
+from proxy.observability.observer import Observer
+from proxy.observability.request_log import RequestLog, RequestRecord
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.purgatory import DelayedOperation, Purgatory
 
 
 def _scrape(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

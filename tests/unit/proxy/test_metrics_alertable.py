@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from proxy.memory import MemoryPool
-from proxy.metrics import REFUSAL_REASONS, Metrics
-from proxy.readiness import Readiness
+from proxy.observability.metrics import REFUSAL_REASONS, Metrics
+from proxy.observability.readiness import Readiness
+from proxy.primitives.memory import MemoryPool
 from tests.unit.proxy.test_metrics import _scrape
 
 PROXY = Path(__file__).resolve().parents[3] / "proxy"

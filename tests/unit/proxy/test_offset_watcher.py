@@ -14,10 +14,11 @@ import trio.testing
 
 from proxy.held.delayed import DelayedFetch
 from proxy.held.offset_watcher import OffsetWatcher
-from proxy.held.partition_state import PartitionKey, PartitionStates, TopicNames
-from proxy.memory import MemoryPool
-from proxy.metrics import Metrics
-from proxy.purgatory import Purgatory, current_time_ms
+from proxy.held.partition_state import PartitionKey, PartitionStates
+from proxy.observability.metrics import Metrics
+from proxy.primitives.memory import MemoryPool
+from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
 from tests.support.scripted_broker import (
     BROKER,

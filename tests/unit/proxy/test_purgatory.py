@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from proxy.purgatory import (
+from proxy.primitives.purgatory import (
     DEFAULT_PURGE_INTERVAL,
     DEFAULT_TICK_MS,
     DEFAULT_WHEEL_SIZE,

@@ -13,7 +13,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from proxy.request_log import RequestLog, RequestRecord
+from proxy.observability.request_log import RequestLog, RequestRecord
 
 
 def _record(i: int, **changes: object) -> RequestRecord:

@@ -12,7 +12,7 @@ from kafka.protocol.old.fetch import FetchResponse
 from kafka.protocol.old.find_coordinator import FindCoordinatorResponse
 from kafka.protocol.old.metadata import MetadataResponse
 
-from proxy.error_peek import error_code_offset, peek_error_code
+from proxy.observability.error_peek import error_code_offset, peek_error_code
 
 
 def _frame(response: object, correlation_id: int = 7) -> bytes:

@@ -18,9 +18,9 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse as 
 from kafka.protocol.metadata.metadata import MetadataResponse as KpMetadata
 from kafka.protocol.producer.produce import ProduceResponse as KpProduce
 
-from proxy.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
-from proxy.routing import Address
-from proxy.topic_names import TopicNames
+from proxy.address import Address
+from proxy.routing.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
+from proxy.routing.topic_names import TopicNames
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.errors import UnknownApiKey, UnsupportedVersion
 from wire.headers import RequestHeader, encode_request_header

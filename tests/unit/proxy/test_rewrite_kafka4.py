@@ -23,8 +23,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
-from proxy.rewrite import LOOKED_INSIDE, RequestPlan, plan_request, rewrite_response
-from proxy.routing import Address
+from proxy.address import Address
+from proxy.routing.rewrite import LOOKED_INSIDE, RequestPlan, plan_request, rewrite_response
 from tests.unit.proxy.test_rewrite import PROXY_HOST, Directory
 from tests.unit.wire.kafka_bytes import KAFKA_SAMPLES
 from wire.apis import API_BY_KEY, ApiKey, response_header_version

@@ -18,11 +18,11 @@ import trio
 import trio.testing
 from pydantic import SecretStr
 
-from proxy.framed import FrameReader
-from proxy.routing import Address
-from proxy.sasl_client import SaslAuthenticationFailed, reauthentication_delay_ms
-from proxy.secure_upstream import SecuredStream, UpstreamSecurity, keep_authenticated
-from proxy.security_config import UpstreamSaslSection
+from proxy.address import Address
+from proxy.primitives.framed import FrameReader
+from proxy.security.sasl_client import SaslAuthenticationFailed, reauthentication_delay_ms
+from proxy.security.secure_upstream import SecuredStream, UpstreamSecurity, keep_authenticated
+from proxy.security.security_config import UpstreamSaslSection
 from testbed.sasl_front import CloseConnection, SaslPolicy, SaslSession, _read_frame
 from wire.apis import ApiKey
 
@@ -229,8 +229,8 @@ def test_a_proxy_out_of_descriptors_says_so_rather_than_blaming_the_broker() -> 
     # A real connect with no descriptor left (in a child: it lowers its own limit).
     script = """
 import resource, trio
-from proxy.routing import Address
-from proxy.secure_upstream import UpstreamSecurity, open_upstream
+from proxy.routing.table import Address
+from proxy.security.secure_upstream import UpstreamSecurity, open_upstream
 from proxy.errors import UpstreamUnavailable
 
 async def main():

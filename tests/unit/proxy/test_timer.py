@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.timer import (
+from proxy.primitives.timer import (
     DEFAULT_TICK_MS,
     DEFAULT_WHEEL_SIZE,
     TaskCounter,
@@ -33,7 +33,8 @@ class Recorder:
 class Task(TimerTask):
     __slots__ = ("ident", "on_run", "rec")
 
-    def __init__(self, rec: Recorder, ident: int, delay_ms: int, on_run=None) -> None:  # type: ignore[no-untyped-def]
+    # type: ignore[no-untyped-def]
+    def __init__(self, rec: Recorder, ident: int, delay_ms: int, on_run=None) -> None:
         super().__init__(delay_ms)
         self.rec = rec
         self.ident = ident
@@ -56,7 +57,7 @@ def test_defaults_are_the_seeds() -> None:
 
 
 def test_TimingWheel_worked_example() -> None:
-    # The table in proxy/timer/_wheel.py: tick 1, size 3, c = 0.
+    # The table in proxy/primitives/timer/_wheel.py: tick 1, size 3, c = 0.
     queued: list[TimerTaskList] = []
     counter = TaskCounter()
     wheel = TimingWheel(1, 3, 0, counter, queued.append)

@@ -7,10 +7,9 @@
 
 from __future__ import annotations
 
-# Address is handed on until the layout move points its importers at proxy.address.
 from proxy.address import Address
 
-__all__ = ["Address", "Routing"]
+__all__ = ["Routing"]
 
 
 class Routing:

@@ -1,10 +1,10 @@
 # Strategy: honest growth (issue 29). A large frame is not paid for in full when its size is
 # read, but as its bytes arrive: its lease starts at a first piece and grows before each further
-# piece is read (proxy/framed.py), so a client that declares 100 MiB and sends nothing holds one
-# piece, not 100 MiB. Growth is the one wait allowed to a lease holder, and it could deadlock:
-# frames half read, each waiting for memory the others hold. So a growth that has to wait asks
-# for all its frame still needs, and one lease at a time may take the *overdraft*: with the pool
-# out of memory, a growth is granted anyway if ``available`` stays >= 1 - max_allocation_bytes
+# piece is read (proxy/primitives/framed.py), so a client that declares 100 MiB and sends nothing
+# holds one piece, not 100 MiB. Growth is the one wait allowed to a lease holder, and it could
+# deadlock: frames half read, each waiting for memory the others hold. So a growth that has to wait
+# asks for all its frame still needs, and one lease at a time may take the *overdraft*: with the
+# pool out of memory, a growth is granted anyway if ``available`` stays >= 1 - max_allocation_bytes
 # after it; that frame completes, its lease is released and the overdraft is free again. Every
 # other grant needs ``available >= 1`` and takes at most max_allocation_bytes, so KIP-72's bound
 # holds: outstanding bytes <= limit + max_allocation_bytes - 1. And when every holder is a parked
@@ -23,8 +23,8 @@ import trio
 from proxy.errors import InvalidAllocation, InvalidRelease
 
 if TYPE_CHECKING:
-    from proxy.lease import Lease
-    from proxy.memory_sensors import Depletion
+    from proxy.primitives.lease import Lease
+    from proxy.primitives.memory_sensors import Depletion
 
 __all__ = ["PoolGrowth"]
 

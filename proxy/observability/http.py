@@ -5,16 +5,17 @@
 #
 # Three routes, all GET/HEAD: /metrics (prometheus-client's exposition of the proxy's registry),
 # /healthz (the process is alive and its trio loop answers) and /readyz (200 when no cause
-# blocks readiness, else 503 naming every reason: proxy/readiness.py). Scraping runs on the trio
-# thread, between checkpoints, so the scrape-time collectors read the pool and purgatory
+# blocks readiness, else 503 naming every reason: proxy/observability/readiness.py). Scraping runs
+# on the trio thread, between checkpoints, so the scrape-time collectors read the pool and purgatory
 # without locks. Each receive is bounded by a timeout so an idle or slowloris scraper cannot
 # hold a task forever; h11 bounds the header size itself (16 KiB).
 #
 # The endpoint must answer when the clients have taken every descriptor they may (issue 29):
-# its connections come out of the descriptors the client cap leaves aside (proxy/descriptors.py)
-# and are at most _MAX_CONNECTIONS; a new one past that closes the oldest, so a probe always
-# gets in, however many idle scrapers hold connections. Out of descriptors all the same, the
-# accept loop waits and retries (proxy/accepting.py) instead of ending the proxy.
+# its connections come out of the descriptors the client cap leaves aside
+# (proxy/primitives/descriptors.py) and are at most _MAX_CONNECTIONS; a new one past that closes the
+# oldest, so a probe always gets in, however many idle scrapers hold connections. Out of descriptors
+# all the same, the accept loop waits and retries (proxy/primitives/accepting.py) instead of ending
+# the proxy.
 """HTTP endpoint for operators: /metrics, /healthz, /readyz."""
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ import h11
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from proxy.accepting import accept_or_wait
-from proxy.readiness import Readiness
+from proxy.observability.readiness import Readiness
+from proxy.primitives.accepting import accept_or_wait
 
 __all__ = ["serve_http"]
 

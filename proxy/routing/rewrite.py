@@ -11,8 +11,8 @@
 #     UNSUPPORTED_VERSION response carrying our ranges, so clients retry lower. A broker
 #     older than the client's version answers the same way, and that answer is passed on.
 #   - SaslHandshake / SaslAuthenticate from clients: with client_auth = "none" refused locally
-#     and not advertised (proxy/client_sasl.py); with "passthrough" forwarded as they are and
-#     advertised, SaslHandshake from v1 on (v0 is followed by unframed SASL tokens, which a
+#     and not advertised (proxy/security/client_sasl.py); with "passthrough" forwarded as they are
+#     and advertised, SaslHandshake from v1 on (v0 is followed by unframed SASL tokens, which a
 #     proxy that reads Kafka frames cannot pass on: refused with the connection closed).
 #   - Produce with acks=0: Kafka sends no response, so no response slot is kept for it.
 #
@@ -28,9 +28,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
-from proxy.client_sasl import CLIENT_SASL_APIS, ClientSaslV0, refuse_client_sasl
-from proxy.routing import Address
-from proxy.topic_names import TopicNames
+from proxy.address import Address
+from proxy.routing.topic_names import TopicNames
+from proxy.security.client_sasl import CLIENT_SASL_APIS, ClientSaslV0, refuse_client_sasl
 from wire.apis import API_BY_KEY, ApiKey, can_decode, response_header_version
 from wire.codec import decode_api_versions_response, decode_response, encode
 from wire.errors import UnknownApiKey, UnsupportedVersion

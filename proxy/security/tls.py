@@ -1,7 +1,7 @@
 # Strategy: TLS is the standard ssl module under trio.SSLStream, set up in two places only:
 # the listeners (server side, ServerTls) and the upstream connections (client side,
-# upstream_context, used by proxy/secure_upstream.py). Both handshakes run eagerly and under a
-# deadline, so a stalled or failed handshake is one typed error with a reason, at the place
+# upstream_context, used by proxy/security/secure_upstream.py). Both handshakes run eagerly and
+# under a deadline, so a stalled or failed handshake is one typed error with a reason, at the place
 # that accepted or dialled, and never a task left waiting on a peer.
 #
 # Rotation: ServerTls holds the listeners' current SSLContext (certificate, key, client CA,
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import trio
 
-from proxy.security_config import ClientTlsSection, UpstreamTlsSection
+from proxy.security.security_config import ClientTlsSection, UpstreamTlsSection
 
 __all__ = [
     "ServerTls",

@@ -13,7 +13,7 @@
 #     SIGTERM/SIGINT to keeper -> forwarded to the broker, keeper exits with its status
 #
 # It waits on two descriptors in one select: stdin (the lifeline) and a pidfd of the broker.
-"""``python -m proxy.broker_keeper -- COMMAND...``: run COMMAND until stdin closes."""
+"""``python -m proxy.broker.broker_keeper -- COMMAND...``: run COMMAND until stdin closes."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     """Run ``argv`` (after an optional ``--``) and keep it exactly as long as stdin is open."""
     command = argv[1:] if argv[:1] == ["--"] else argv
     if not command:
-        print("usage: python -m proxy.broker_keeper -- COMMAND...", file=sys.stderr)
+        print("usage: python -m proxy.broker.broker_keeper -- COMMAND...", file=sys.stderr)
         return 2
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_keeper)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import trio
 
-from proxy.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, Timer, TimerTask
+from proxy.primitives.timer import DEFAULT_TICK_MS, DEFAULT_WHEEL_SIZE, Timer, TimerTask
 
 __all__ = [
     "DEFAULT_PURGE_INTERVAL",
@@ -188,7 +188,7 @@ class Purgatory:
     wins, the other does nothing.
 
     Args:
-        tick_ms: timer tick (see :mod:`proxy.timer`).
+        tick_ms: timer tick (see :mod:`proxy.primitives.timer`).
         wheel_size: buckets per timing wheel.
         purge_interval: purge watcher lists when the estimated number of completed
             operations still in them exceeds this.

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from proxy.metrics import Metrics
-from proxy.request_log import RequestLog, RequestRecord
+from proxy.observability.metrics import Metrics
+from proxy.observability.request_log import RequestLog, RequestRecord
 
 __all__ = ["Observer"]
 

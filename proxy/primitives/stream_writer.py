@@ -20,7 +20,7 @@ from typing import Protocol
 import trio
 import trio.socket as tsocket
 
-from proxy.stream_deadlines import WriteTimeout
+from proxy.primitives.stream_deadlines import WriteTimeout
 
 __all__ = ["DEFER_MAX_BYTES", "DEFER_MAX_FRAMES", "Flushable", "StreamWriter", "socket_fd"]
 

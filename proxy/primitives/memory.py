@@ -8,7 +8,8 @@
 #   on outstanding bytes is ``limit + max_allocation - 1``.
 # * Hand-off, not wake-and-retry: ``release`` gives memory straight to parked callers, so a
 #   newcomer never barges past them, and *callers are parked only while available <= 0*.
-# * Wake order (proxy/wake_order.py): random while memory is tight, in rounds by connection,
+# * Wake order (proxy/primitives/wake_order.py): random while memory is tight, in rounds by
+# connection,
 #   arrival order otherwise: Kafka's selection-key shuffle, since any fixed order starves
 #   whoever is always last.
 # * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): ``allocate``
@@ -17,8 +18,10 @@
 # * Requests in processing (issue 29): a forwarded request's bytes stay counted until its
 #   answer is written (``start_processing``/``end_processing``), as a broker counts a request
 #   until its processing ends; apart from ``used_bytes``.
-# * Growth of a lease as a large frame arrives, and its overdraft: proxy/memory_growth.py.
-#   Sensors (depletion, mutes): proxy/memory_sensors.py. Leases: proxy/lease.py.
+# * Growth of a lease as a large frame arrives, and its overdraft:
+# proxy/primitives/memory_growth.py.
+#   Sensors (depletion, mutes): proxy/primitives/memory_sensors.py. Leases:
+#   proxy/primitives/lease.py.
 #
 # Task safety: trio runs one task at a time and no method here awaits in the middle of
 # changing state, so no lock is needed. The pool must be used from one trio run.
@@ -35,24 +38,12 @@ import outcome
 import trio
 
 from proxy.errors import InvalidAllocation, InvalidRelease, PoolExhausted, WouldDeadlock
-from proxy.lease import Lease, LeaseShare, SharedLease
-from proxy.memory_growth import PoolGrowth
-from proxy.memory_sensors import Depletion, MemoryPoolStatistics
-from proxy.wake_order import ArrivalOrder, RandomWhenTight, Turn, Waiter, WakeOrder
+from proxy.primitives.lease import Lease
+from proxy.primitives.memory_growth import PoolGrowth
+from proxy.primitives.memory_sensors import Depletion, MemoryPoolStatistics
+from proxy.primitives.wake_order import RandomWhenTight, Turn, Waiter, WakeOrder
 
-# Leases, statistics, wake orders: handed on until the layout move retargets their importers.
-__all__ = [
-    "ArrivalOrder",
-    "Lease",
-    "LeaseShare",
-    "MemoryPool",
-    "MemoryPoolStatistics",
-    "RandomWhenTight",
-    "SharedLease",
-    "Turn",
-    "Waiter",
-    "WakeOrder",
-]
+__all__ = ["MemoryPool"]
 
 _current_task = trio.lowlevel.current_task
 

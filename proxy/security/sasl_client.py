@@ -1,6 +1,6 @@
 # Strategy: the proxy's own SASL client as a sans-I/O state machine (h11's shape): it returns
 # the request to send next and takes the decoded response, and never touches a socket, a clock
-# or trio. proxy/secure_upstream.py does the I/O. Messages are the generated wire classes.
+# or trio. proxy/security/secure_upstream.py does the I/O. Messages are the generated wire classes.
 #
 #   start()                      -> SaslHandshakeRequest v1 (mechanism)
 #   receive(SaslHandshakeResponse) -> SaslAuthenticateRequest v1 (first client message)

@@ -1,7 +1,7 @@
 # Strategy: every connection the proxy opens to the cluster comes from open_upstream(): TCP,
 # then TLS ([upstream.tls]), then SASL with the proxy's own identity ([upstream.sasl]), all
 # within the connect timeout. With neither configured it returns the plain trio.SocketStream,
-# so the zero-copy socket reads of proxy/framed.py keep working unchanged.
+# so the zero-copy socket reads of proxy/primitives/framed.py keep working unchanged.
 #
 # With SASL the stream is a SecuredStream, which slips a re-authentication (KIP-368) between
 # two request frames (described above the class).
@@ -26,9 +26,10 @@ from pathlib import Path
 
 import trio
 
+from proxy.address import Address
 from proxy.errors import StartupError, UpstreamUnavailable
-from proxy.routing import Address
-from proxy.sasl_client import (
+from proxy.observability.stream_address import stream_address
+from proxy.security.sasl_client import (
     AUTHENTICATE_VERSION,
     HANDSHAKE_VERSION,
     SaslAuthenticationFailed,
@@ -36,9 +37,8 @@ from proxy.sasl_client import (
     SaslCredentials,
     reauthentication_delay_ms,
 )
-from proxy.security_config import UpstreamSaslSection, UpstreamTlsSection
-from proxy.stream_address import stream_address
-from proxy.tls import UpstreamTls, handshake_reason
+from proxy.security.security_config import UpstreamSaslSection, UpstreamTlsSection
+from proxy.security.tls import UpstreamTls, handshake_reason
 from wire.apis import response_header_version
 from wire.codec import Message, decode_response, encode
 from wire.errors import WireError

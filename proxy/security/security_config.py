@@ -5,7 +5,7 @@
 # Secrets are pydantic SecretStr: their repr, str and model_dump(mode="json") show asterisks,
 # never the value, so neither the config's repr nor a validation error can leak them. Files that
 # hold secrets (password_file, token_file) are only named here; they are read when a connection
-# authenticates (proxy/sasl_client.py), so a rotated file is picked up without a restart.
+# authenticates (proxy/security/sasl_client.py), so a rotated file is picked up without a restart.
 """Configuration sections for TLS (client side and upstream) and upstream SASL."""
 
 from __future__ import annotations

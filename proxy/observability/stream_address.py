@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import trio
 
-from proxy.routing import Address
+from proxy.address import Address
 
 __all__ = ["stream_address"]
 

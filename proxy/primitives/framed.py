@@ -8,8 +8,8 @@
 # small pipelined frames cost one receive for several instead of two each. With
 # `first_piece_bytes` a large frame is paid for as it arrives (issue 29): `finish(lease)` grows
 # the lease before each doubling of the frame's buffer, and a growth the pool cannot give at
-# once asks for the whole rest and parks (proxy/memory_growth.py); parked is not the client's
-# fault, so the frame deadline is stood down meanwhile.
+# once asks for the whole rest and parks (proxy/primitives/memory_growth.py); parked is not the
+# client's fault, so the frame deadline is stood down meanwhile.
 #
 # The body goes from the kernel straight into the frame's one buffer (readv), so forwarding a
 # frame needs no join and no re-prefixing. On a plain socket the reader calls the descriptor
@@ -17,7 +17,7 @@
 # `_FRAMES_PER_CHECKPOINT` frames, so a connection that always has data neither starves the
 # others nor escapes cancellation. Every piece of partial progress lives in the decoder, so a
 # read may be cancelled at any point and the next call resumes where it stopped.
-# Writing is proxy/stream_writer.py, the deadlines proxy/stream_deadlines.py.
+# Writing is proxy/primitives/stream_writer.py, the deadlines proxy/primitives/stream_deadlines.py.
 """Frames from a trio stream, read through wire's FrameDecoder: prefix first, then the body."""
 
 from __future__ import annotations
@@ -26,29 +26,12 @@ import os
 
 import trio
 
-from proxy.memory import Lease
-from proxy.stream_deadlines import ReadTimeouts, WriteTimeout
-from proxy.stream_writer import (
-    DEFER_MAX_BYTES,
-    DEFER_MAX_FRAMES,
-    Flushable,
-    StreamWriter,
-    socket_fd,
-)
+from proxy.primitives.lease import Lease
+from proxy.primitives.stream_deadlines import ReadTimeouts
+from proxy.primitives.stream_writer import Flushable, socket_fd
 from wire.framing import NEED_DATA, SIZE_PREFIX_BYTES, FrameDecoder
 
-# The writer and the deadlines are handed on until the layout move retargets their importers.
-__all__ = [
-    "DEFER_MAX_BYTES",
-    "DEFER_MAX_FRAMES",
-    "UNBOUNDED_FRAME_BYTES",
-    "Flushable",
-    "FrameReader",
-    "PeerClosed",
-    "ReadTimeouts",
-    "StreamWriter",
-    "WriteTimeout",
-]
+__all__ = ["UNBOUNDED_FRAME_BYTES", "FrameReader", "PeerClosed"]
 
 #: No limit but the wire's own (a signed 32-bit size): for answers from a trusted broker.
 UNBOUNDED_FRAME_BYTES = 2**31 - 1
@@ -236,7 +219,8 @@ class FrameReader:
                 await self._flush_partner()
                 pending = decoder.pending_frame_size
                 assert pending is not None
-                await lease.grow(pending - lease.size_bytes)  # the rest: see proxy/memory.py
+                # the rest: see proxy/primitives/memory.py
+                await lease.grow(pending - lease.size_bytes)
         decoder.grow_frame()
 
     async def next_frame(self) -> bytearray:

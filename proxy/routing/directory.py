@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from proxy.routing import Address, Routing
-from proxy.topic_names import TopicNames
+from proxy.address import Address
+from proxy.routing.table import Routing
+from proxy.routing.topic_names import TopicNames
 
 __all__ = ["BrokerDirectory", "BrokerPorts"]
 
@@ -27,7 +28,7 @@ class BrokerPorts(Protocol):
 
 
 class BrokerDirectory:
-    """What the rewriter (proxy/rewrite.py) needs: advertise brokers, learn topic names.
+    """What the rewriter (proxy/routing/rewrite.py) needs: advertise brokers, learn topic names.
 
     Args:
         routing: node id -> upstream address and proxy port.

@@ -27,7 +27,7 @@ from typing import IO, NamedTuple
 
 import trio
 
-from proxy.outcomes import Outcome
+from proxy.observability.outcomes import Outcome
 
 __all__ = ["RequestLog", "RequestRecord"]
 

@@ -1,7 +1,8 @@
-# Strategy: a lease is the proof that bytes were taken from the KIP-72 pool (proxy/memory.py),
-# given back exactly once, on every path (it is a context manager). Most leases have one holder,
-# the task that allocated them (the deadlock rule counts them); an upstream read whose answer
-# many clients are given is charged once and shared (SharedLease), back when the last lets go.
+# Strategy: a lease is the proof that bytes were taken from the KIP-72 pool
+# (proxy/primitives/memory.py), given back exactly once, on every path (it is a context manager).
+# Most leases have one holder, the task that allocated them (the deadlock rule counts them); an
+# upstream read whose answer many clients are given is charged once and shared (SharedLease), back
+# when the last lets go.
 """Leases of the memory pool: held by one task, or shared by the readers of one answer."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ __all__ = ["Lease", "LeasePool", "LeaseShare", "SharedLease"]
 
 
 class LeasePool(Protocol):
-    """What a lease asks of the pool that issued it (proxy.memory.MemoryPool)."""
+    """What a lease asks of the pool that issued it (proxy.primitives.memory.MemoryPool)."""
 
     def release(self, lease: Lease) -> None: ...
 
@@ -76,7 +77,8 @@ class Lease:
         """Add ``size_bytes`` to this lease, parking until the pool can give them: the one
         wait a lease holder may make. Ask for all the frame still needs when ``try_grow``
         failed: only a growth that completes its frame may take the overdraft (see
-        proxy/memory.py), which keeps half-read frames from waiting for each other for ever.
+        proxy/primitives/memory.py), which keeps half-read frames from waiting for each other for
+        ever.
 
         Raises:
             InvalidAllocation: the lease would exceed ``max_allocation_bytes``.

@@ -3,7 +3,7 @@
 # a free loopback port, so the command line is built here once.
 #
 # Lifetime: the broker lives exactly as long as the proxy. It is started under
-# proxy/broker_keeper.py with a lifeline pipe (see there why PR_SET_PDEATHSIG alone killed it
+# proxy/broker/broker_keeper.py with a lifeline pipe (see there why PR_SET_PDEATHSIG alone killed it
 # ten seconds after every start): an orderly stop cancels the task, which terminates the keeper
 # and so the broker; a SIGKILLed proxy closes the lifeline and the keeper stops the broker.
 #
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import trio
 
-from proxy.broker_keeper import exit_status
+from proxy.address import Address
+from proxy.broker.broker_keeper import exit_status
 from proxy.errors import StartupError
-from proxy.readiness import Readiness
-from proxy.routing import Address
+from proxy.observability.readiness import Readiness
 
 __all__ = [
     "EMBEDDED_NODE_ID",
@@ -118,7 +118,7 @@ async def run_embedded_broker(
     """
     if port == 0:
         port = free_port()
-    keeper = [sys.executable, "-m", "proxy.broker_keeper", "--", *tansu_command(port)]
+    keeper = [sys.executable, "-m", "proxy.broker.broker_keeper", "--", *tansu_command(port)]
     env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
     process = await trio.lowlevel.open_process(
         keeper, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env

@@ -3,7 +3,7 @@
 """Hierarchical timing wheel (seed 000): O(1) add and cancel, clock-free.
 
 Nothing in this package reads a clock or awaits: the caller passes integer milliseconds.
-``proxy.purgatory`` owns the one trio task that drives it.
+``proxy.primitives.purgatory`` owns the one trio task that drives it.
 
 _bucket.py  TimerTask, TimerTaskList (one bucket of the wheel) and the TaskCounter
 _wheel.py   TimingWheel: one level of buckets, overflowing into a coarser wheel

@@ -1,5 +1,5 @@
-# Strategy: the order in which the KIP-72 pool (proxy/memory.py) gives freed memory to the
-# callers parked in it: random while memory is tight, so no fixed order starves whoever is
+# Strategy: the order in which the KIP-72 pool (proxy/primitives/memory.py) gives freed memory to
+# the callers parked in it: random while memory is tight, so no fixed order starves whoever is
 # always last (Kafka's Selector.determineHandlingOrder shuffles its keys then), in rounds by
 # connection (a Turn), so no connection is served twice while another waits for its turn, and
 # arrival order when memory is not tight. The order is a small protocol (WakeOrder) so the

@@ -35,12 +35,12 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from proxy.errors import ConnectionClosed
-from proxy.memory import MemoryPool
+from proxy.primitives.memory import MemoryPool
 
 if TYPE_CHECKING:
-    from proxy.purgatory import Purgatory
-    from proxy.readiness import Readiness
-    from proxy.request_log import RequestLog, RequestRecord
+    from proxy.observability.readiness import Readiness
+    from proxy.observability.request_log import RequestLog, RequestRecord
+    from proxy.primitives.purgatory import Purgatory
 
 __all__ = ["LATENCY_BUCKETS_S", "REFUSAL_REASONS", "Metrics"]
 
@@ -109,7 +109,8 @@ class Metrics:
         pool: the process's memory pool; its sensors are read at scrape time.
 
     Task-safety: ``observe`` and the connection events are called from trio tasks, and the
-    scrape runs in trio too (proxy.http), so the plain per-request numbers need no lock.
+    scrape runs in trio too (proxy.observability.http), so the plain per-request numbers need no
+    lock.
     """
 
     def __init__(self, pool: MemoryPool) -> None:
@@ -185,7 +186,8 @@ class Metrics:
         )
         self.tls_handshake_failures = Counter(
             f"{PREFIX}_tls_handshake_failures",
-            "Client TLS handshakes that failed (proxy.tls.ServerTls), by listener and reason "
+            "Client TLS handshakes that failed (proxy.security.tls.ServerTls), by listener and "
+            "reason "
             "class: timeout, not_tls, client_certificate, closed, other.",
             ["listener", "reason"],
             registry=r,
