@@ -2,7 +2,7 @@
 #
 # 1. Fairness, in virtual time. K connections are always backlogged and pipeline like real
 #    producers (up to ``pipeline`` requests outstanding, Kafka's max.in.flight default 5),
-#    each request going through the proxy as proxy/connection/client.py takes it: the
+#    each request going through the proxy as proxy/connection/requests.py takes it: the
 #    reader asks the pool for its bytes (with the connection's Turn), reads it (a short
 #    time), forwards it (its bytes move to the pool's in-processing count and its lease is
 #    released), and the broker answers it after a service time, one request per connection

@@ -1,9 +1,9 @@
 # Strategy: what the proxy knows of each partition's log end (high watermark, last stable
 # offset, log start, from every upstream answer), so a held fetch can tell "nothing new"
 # without asking the broker, trusted only while a watcher covers the partition; a produce
-# through the proxy makes it stale. Keys are (topic name, partition); TopicNames turns v13+
-# topic ids into names. The table is bounded: entries nothing names are swept (issue 29).
-"""Known log ends of partitions, and the topic id -> name registry."""
+# through the proxy makes it stale. Keys are (topic name, partition); v13+ topic ids are
+# named by proxy/routing/topic_names.py. The table is bounded: entries nothing names are swept.
+"""Known log ends of partitions."""
 
 from __future__ import annotations
 

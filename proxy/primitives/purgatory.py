@@ -17,9 +17,10 @@
 """The purgatory: operations that wait for an event or a deadline, whichever comes first.
 
 How the proxy uses it: a handler subclasses :class:`DelayedOperation`, whose ``on_complete``
-stores the response and sets a ``trio.Event``; it calls
-:meth:`Purgatory.try_complete_else_watch` with the operation's topic-partitions, then awaits
-the event. Whatever may satisfy a waiting operation (a produce landing on a partition) calls
+(or ``on_expiration``) wakes its holder; it calls
+:meth:`Purgatory.try_complete_else_watch` with the operation's topic-partitions, then waits
+(proxy/held/delayed.py has the two operations the proxy holds). Whatever may satisfy a
+waiting operation (a produce landing on a partition) calls
 :meth:`Purgatory.check_and_complete` with that partition. The server starts
 :meth:`Purgatory.run` in its nursery.
 """
