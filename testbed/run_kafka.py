@@ -9,11 +9,18 @@ data in a temporary folder; the proxy runs in the foreground with every argument
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
+from types import FrameType
 
 from testbed.kafka_cluster import running_kafka
 from testbed.kafka_install import KAFKA_LINES, KAFKA_VERSION
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops it as Ctrl-C does: the proxy, then the broker and its data folder."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=1, help="Kafka nodes (default 1)")
     parser.add_argument("--kafka-version", default=KAFKA_VERSION, choices=KAFKA_LINES)
     args, proxy_args = parser.parse_known_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
     print(f"run-kafka: starting Apache Kafka {args.kafka_version} ({args.nodes} node(s))")
     with running_kafka(args.nodes, version=args.kafka_version) as cluster:
         print(f"run-kafka: Kafka is serving at {cluster.bootstrap()} (logs in {cluster.directory})")

@@ -3,13 +3,15 @@
 `make run` itself (the ports moved to free ones: the one change a test has to make) with the
 embedded Tansu broker behind it, or `--upstream $KAFKA_BOOTSTRAP` when that is set; its
 /healthz, /readyz and /metrics; `make examples`; then every command of examples/README.md's
-"run it" column, with the proxy's address in place of 127.0.0.1:9092. Each must exit 0 having
-printed one "produced" and one "consumed" line per record, the consumed records exactly the
-produced ones.
+"run it" column, with the proxy's address in place of 127.0.0.1:9092: through `make run`, or
+through `make run-kafka` (the proxy in front of a local Apache Kafka) where the row says so.
+Each must exit 0 having printed one "produced" and one "consumed" line per record, the
+consumed records exactly the produced ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -33,7 +35,9 @@ DOCUMENTED_BOOTSTRAP = "127.0.0.1:9092"
 UPSTREAM = os.environ.get("KAFKA_BOOTSTRAP")
 _GUARD_S = 180  # hang guard: a first Java run compiles the example
 
-_COMMAND_CELL = re.compile(r"^\| \[`[^`]+`\]\([^)]+\) \| `(?P<command>[^`]+)` \|", re.MULTILINE)
+_ROW = re.compile(
+    r"^\| \[`[^`]+`\]\([^)]+\) \| `(?P<command>[^`]+)` \| (?P<about>.*)\|$", re.MULTILINE
+)
 _RECORD = re.compile(
     r"^(?P<kind>produced|consumed|read) partition=(?P<partition>\d+) offset=(?P<offset>\d+)"
     r"(?: key=(?P<key>\S+) value=(?P<value>.*))?$",
@@ -41,11 +45,15 @@ _RECORD = re.compile(
 )
 
 
-def documented_commands() -> list[str]:
-    """The "run it" column of examples/README.md's table."""
-    commands = [m["command"] for m in _COMMAND_CELL.finditer(EXAMPLES_README.read_text())]
-    assert len(commands) >= 5, "examples/README.md's table lost its commands"
-    return commands
+def documented_commands() -> list[tuple[str, str]]:
+    """The "run it" column of examples/README.md's table, each with the make target its row
+    says the proxy runs under ("run", or "run-kafka")."""
+    rows = [
+        (m["command"], "run-kafka" if "`make run-kafka`" in m["about"] else "run")
+        for m in _ROW.finditer(EXAMPLES_README.read_text())
+    ]
+    assert len(rows) >= 5, "examples/README.md's table lost its commands"
+    return rows
 
 
 @dataclass(frozen=True)
@@ -67,22 +75,22 @@ def _http(url: str) -> tuple[int, str]:
         return 0, str(error)
 
 
-@pytest.fixture(scope="module")
-def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
+@contextlib.contextmanager
+def _made(target: str, log: Path) -> Iterator[MadeRun]:
+    """`make TARGET` with the proxy and its endpoint on free ports, until it is ready."""
     port, metrics = free_port(), free_port()
     args = f"--listen 127.0.0.1:{port}" + (f" --upstream {UPSTREAM}" if UPSTREAM else "")
-    log = tmp_path_factory.mktemp("make-run") / "make-run.log"
     with log.open("wb") as out:
-        # Its own session: make, the proxy and the embedded broker stop as one group.
+        # Its own session: make, the proxy and its broker stop as one group.
         proc = subprocess.Popen(
-            ["make", "run", f"METRICS=127.0.0.1:{metrics}", f"ARGS={args}"],
+            ["make", target, f"METRICS=127.0.0.1:{metrics}", f"ARGS={args}"],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
         http = f"http://127.0.0.1:{metrics}"
         deadline = time.monotonic() + _GUARD_S
         while _http(f"{http}/readyz")[0] != 200:
-            assert proc.poll() is None, f"make run exited {proc.returncode}:\n{log.read_text()}"
+            assert proc.poll() is None, f"make exited {proc.returncode}:\n{log.read_text()}"
             assert time.monotonic() < deadline, f"never ready:\n{log.read_text()}"
             time.sleep(0.2)
         yield MadeRun(f"127.0.0.1:{port}", http, log)
@@ -95,8 +103,22 @@ def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
             proc.wait(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def made_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
+    with _made("run", tmp_path_factory.mktemp("make-run") / "make-run.log") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def made_run_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MadeRun]:
+    # With $KAFKA_BOOTSTRAP, `make run` already stands in front of that cluster.
+    target = "run" if UPSTREAM else "run-kafka"
+    with _made(target, tmp_path_factory.mktemp("make-run-kafka") / "make.log") as made:
+        yield made
+
+
 def test_make_run_serves_health_readiness_and_metrics(made_run: MadeRun) -> None:
-    assert _http(f"{made_run.http}/healthz") == (200, "ok")
+    assert _http(f"{made_run.http}/healthz") == (200, "ok\n")
     assert _http(f"{made_run.http}/readyz")[0] == 200
     status, metrics = _http(f"{made_run.http}/metrics")
     assert status == 200 and "purgatory_proxy_ready 1.0" in metrics
@@ -124,11 +146,14 @@ def _records(output: str, kind: str) -> list[tuple[int, int, str | None, str | N
     ]
 
 
-@pytest.mark.parametrize("command", documented_commands())
-def test_documented_example_command(made_run: MadeRun, command: str) -> None:
+@pytest.mark.parametrize(("command", "target"), documented_commands())
+def test_documented_example_command(
+    request: pytest.FixtureRequest, command: str, target: str
+) -> None:
     assert DOCUMENTED_BOOTSTRAP in command, command
+    made: MadeRun = request.getfixturevalue("made_run" if target == "run" else "made_run_kafka")
     ran = subprocess.run(
-        ["bash", "-c", command.replace(DOCUMENTED_BOOTSTRAP, made_run.bootstrap)],
+        ["bash", "-c", command.replace(DOCUMENTED_BOOTSTRAP, made.bootstrap)],
         cwd=ROOT, capture_output=True, text=True, timeout=_GUARD_S, check=False,
     )  # fmt: skip
     output = ran.stdout
