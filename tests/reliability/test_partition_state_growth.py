@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 import trio
@@ -82,7 +83,8 @@ def _consume_one(bootstrap: str, topic: str) -> list[bytes]:
         topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
         consumer_timeout_ms=30_000,
     )  # fmt: skip
-    values = [record.value for record in consumer][:1]
+    # The first record, not the iterator to its end (that waits out consumer_timeout_ms).
+    values = [record.value for record in itertools.islice(consumer, 1)]
     consumer.close()
     return values
 
