@@ -16,7 +16,13 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from tests.compat._case_program import arguments, case_topics, emit, record_headers
+from tests.compat._case_program import (
+    arguments,
+    case_topics,
+    emit,
+    producer_settings,
+    record_headers,
+)
 from tests.compat._cases import LARGE_LIMIT_BYTES, CaseRecord
 
 
@@ -41,13 +47,7 @@ async def run(args: argparse.Namespace) -> None:
     for t in topics:
         emit("created", t.name)
     for t in topics:
-        settings: dict[str, Any] = {"compression_type": t.compression or None}
-        if "max.message.bytes" in t.configs:
-            settings["max_request_size"] = LARGE_LIMIT_BYTES
-        producer = AIOKafkaProducer(
-            bootstrap_servers=args.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-            **settings,
-        )  # fmt: skip
+        producer = AIOKafkaProducer(**producer_settings(args.bootstrap, t))
         await producer.start()
         try:
             sends = [(r, await _send(producer, t.name, r)) for r in t.records]

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.compat._case_program import arguments, case_topics, emit, record_headers
+from tests.compat._case_program import (
+    arguments,
+    case_topics,
+    emit,
+    producer_settings,
+    record_headers,
+)
 from tests.compat._cases import LARGE_LIMIT_BYTES, CaseRecord
 
 
@@ -37,13 +42,7 @@ def main(argv: list[str]) -> int:
     for t in topics:
         emit("created", t.name)
     for t in topics:
-        settings: dict[str, Any] = {"compression_type": t.compression or None}
-        if "max.message.bytes" in t.configs:
-            settings["max_request_size"] = LARGE_LIMIT_BYTES
-        producer = KafkaProducer(
-            bootstrap_servers=args.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-            **settings,
-        )  # fmt: skip
+        producer = KafkaProducer(**producer_settings(args.bootstrap, t))
         try:
             sends = [
                 (r, producer.send(t.name, value=r.value, key=r.key.encode(),

@@ -12,14 +12,16 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from tests.compat._cases import CaseRecord, CaseTopic, digest, topics
+from tests.compat._cases import LARGE_LIMIT_BYTES, CaseRecord, CaseTopic, digest, topics
 
 __all__ = [
     "arguments",
     "case_topics",
     "emit",
     "headers_of",
+    "producer_settings",
     "record_headers",
     "sasl_from_environment",
     "step",
@@ -38,6 +40,21 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def case_topics(args: argparse.Namespace) -> list[CaseTopic]:
     return topics(args.case, args.topic, args.run_id)
+
+
+def producer_settings(bootstrap: str, topic: CaseTopic) -> dict[str, Any]:
+    """The producer of kafka-python and aiokafka (same keyword names) for one case topic:
+    idempotent, acks=all, the topic's codec, and room for its records if they are large."""
+    settings: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "acks": "all",
+        "enable_idempotence": True,
+        "linger_ms": 5,
+        "compression_type": topic.compression or None,
+    }
+    if "max.message.bytes" in topic.configs:
+        settings["max_request_size"] = LARGE_LIMIT_BYTES
+    return settings
 
 
 def record_headers(record: CaseRecord) -> list[tuple[str, bytes]]:
