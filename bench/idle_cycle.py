@@ -23,21 +23,23 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from bench._fanin_stack import BROKERS
+from bench._idle_cycle_ab import compare
 from bench._idle_floor import measure_floor
 from bench.fanin import Config
 from bench.fanin import run as run_fanin
 from testbed.report import command_line, machine_line, publish
 
-__all__ = ["main"]
+__all__ = ["main", "proxy_us"]
 
 _ROUTES = ("proxy", "two-pump", "bare")
 #: Connections by default; another N writes its own section.
 _DEFAULT_N = 1000
 
 
-def _proxy_us(n: int, seconds: float, broker: str) -> tuple[float, float]:
+def proxy_us(n: int, seconds: float, broker: str) -> tuple[float, float]:
     """The proxy's CPU µs per answer and its answers/s, from one fan-in window."""
     config = Config(ns=(n,), seconds=seconds, probes=1, settle_s=2.0, routes=("proxy",),
                     broker=broker)  # fmt: skip
@@ -91,13 +93,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--broker", choices=sorted(BROKERS), default="kafka", help="the proxy route's broker"
     )
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="instead: the proxy route only, this tree against the checkout in DIR, alternated",
+    )
+    parser.add_argument("--label", default="baseline", help="the baseline's name in the table")
+    parser.add_argument("--pairs", type=int, default=4, help="ABBA blocks of --baseline")
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.baseline:
+        command = command_line("bench.idle_cycle", argv)
+        markdown, _ = compare(args.baseline, args.label, args.n, args.seconds, args.pairs,
+                              args.broker, command)  # fmt: skip
+        publish("idle-cycle-ab", markdown, started, write=not args.no_write)
+        return
     values: dict[str, list[tuple[float, float]]] = {route: [] for route in _ROUTES}
     for round_number in range(args.rounds):
         for route in _ROUTES:
             if route == "proxy":
-                us, rate = _proxy_us(args.n, args.seconds, args.broker)
+                us, rate = proxy_us(args.n, args.seconds, args.broker)
             else:
                 us, rate = measure_floor(route, args.n, 500, args.seconds)
             values[route].append((us, rate))
