@@ -257,7 +257,20 @@ def main(argv: list[str] | None = None) -> None:
         help="run each forwarder's threads at this niceness (negative: ahead of the brokers "
         "and the load generator), to test whether waiting for a core is what it adds",
     )
+    parser.add_argument(
+        "--routes",
+        default="purgatory-proxy,kroxylicious,kafka-proxy",
+        help="comma-separated forwarders to profile",
+    )
+    parser.add_argument(
+        "--proxy-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a PURGATORY_PROXY_* setting: purgatory-proxy is profiled a second time with it",
+    )
     args = parser.parse_args(argv)
+    proxy_env = dict(item.split("=", 1) for item in args.proxy_env)
     available = Availability(find_kafka_proxy(args.kafka_proxy_bin))
     work = args.keep or Path(tempfile.mkdtemp(prefix="peers-profile-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -267,14 +280,22 @@ def main(argv: list[str] | None = None) -> None:
             rate = 0.5 * calibrate(cluster, direct, 100_000)
             (direct_row,) = latency(cluster, direct, fraction=1.0, rate=rate,
                                     duration_s=args.seconds, warmup_s=2.0)  # fmt: skip
-        for name in ("purgatory-proxy", "kroxylicious", "kafka-proxy"):
+        runs: list[tuple[str, dict[str, str] | None]] = []
+        for name in args.routes.split(","):
+            runs.append((name, None))
+            if name == "purgatory-proxy" and proxy_env:
+                runs.append((name, proxy_env))  # the variant, right after the plain proxy
+        for name, env in runs:
             if available.missing(name):
                 print(f"{name}: not measured: {available.missing(name)}", file=sys.stderr)
                 continue
-            with running_route(name, cluster, available) as route:
-                window = profile_window(route, cluster, rate, args.seconds, work / name, args.nice)
+            label = name if env is None else f"{name} ({', '.join(args.proxy_env)})"
+            with running_route(name, cluster, available, proxy_env=env) as route:
+                where = work / (name if env is None else f"{name}-variant")
+                window = profile_window(route, cluster, rate, args.seconds, where, args.nice)
+                window.route = label
                 windows.append(window)
-                print(f"{name}: done", file=sys.stderr)
+                print(f"{label}: done", file=sys.stderr)
     print(render(windows, direct_row, rate, args.seconds))
     medians = (f"{w.route} {statistics.median(w.delay_ms or [0]):.3f}" for w in windows)
     print("\nmedian sched delay per route (ms): " + ", ".join(medians))
