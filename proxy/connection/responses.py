@@ -204,7 +204,7 @@ class ResponsePump:
         error_code = peek_error_code(header.api_key, header.api_version, body)
         auth = self._auth
         if auth.passthrough:
-            auth.learn(header.api_key, header.api_version, body, error_code, trio.current_time())
+            auth.learn(header.api_key, header.api_version, body, error_code, received_s)
             if auth.accepted_once:
                 self._auth_scope.deadline = float("inf")
         out: bytes | bytearray = frame
@@ -214,8 +214,7 @@ class ResponsePump:
                 out = size_prefix(len(rewritten)) + rewritten
         if header.api_key == _API_VERSIONS and not error_code and not auth.passthrough:
             # For this port's next clients (proxy/connection/api_versions.py).
-            self._services.api_versions.keep(self._node_id, out, header.api_version,
-                                             trio.current_time())  # fmt: skip
+            self._services.api_versions.keep(self._node_id, out, header.api_version, received_s)
         writer = self._out
         if writer.has_room_for(out) and self._upstream.frame_in_hand():
             writer.defer(out)

@@ -70,10 +70,10 @@ class HeldRequests:
         fetch, purgatory = config.fetch, config.purgatory
         self.response_max_bytes = min(int(fetch.response_max_bytes), pool.max_allocation_bytes)
         self._immediate_max_wait_ms = fetch.immediate_max_wait_ms
-        self.fetches = Purgatory(tick_ms=purgatory.tick_ms, wheel_size=purgatory.wheel_size,
-                                 purge_interval=purgatory.purge_interval)  # fmt: skip
-        self.produces = Purgatory(tick_ms=purgatory.tick_ms, wheel_size=purgatory.wheel_size,
-                                  purge_interval=purgatory.purge_interval)  # fmt: skip
+        wheel = {"tick_ms": purgatory.tick_ms, "wheel_size": purgatory.wheel_size,
+                 "purge_interval": purgatory.purge_interval}  # fmt: skip
+        self.fetches = Purgatory(**wheel)
+        self.produces = Purgatory(**wheel)
         self.states = states = PartitionStates()
         self.names = names
         self._resources = resources = BrokerResources(
