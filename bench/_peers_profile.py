@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,8 +39,6 @@ from bench._throughput_profile import fold, parse_raw
 from testbed.kafka_cluster import KafkaCluster, running_kafka
 
 __all__ = ["main", "parse_timehist"]
-
-_NEWER_JFR = Path("/usr/lib/jvm/temurin-25-jdk-amd64/bin/jfr")
 
 
 @dataclass
@@ -115,9 +112,9 @@ def _top_python(raw: Path, n: int) -> list[tuple[str, float]]:
 
 
 def _top_jfr(recording: Path, n: int) -> list[tuple[str, float]]:
-    jfr = str(_NEWER_JFR) if _NEWER_JFR.exists() else (shutil.which("jfr") or "jfr")
     text = subprocess.run(
-        [jfr, "print", "--events", "jdk.ExecutionSample", "--stack-depth", "1", str(recording)],
+        [shutil.which("jfr") or "jfr", "print", "--events", "jdk.ExecutionSample",
+         "--stack-depth", "1", str(recording)],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     frames = collections.Counter(
@@ -179,10 +176,12 @@ def profile_window(
     rate: float,
     seconds: float,
     work: Path,
+    label: str,
     nice: int | None = None,
 ) -> Window:
-    """One open-loop window at ``rate`` through ``cluster_route``, profiled; with ``nice``,
-    the forwarder's threads run at that niceness (the scheduling experiment)."""
+    """One open-loop window at ``rate`` through ``cluster_route``, profiled, reported as
+    ``label``; with ``nice``, the forwarder's threads run at that niceness (the scheduling
+    experiment)."""
     work.mkdir(parents=True, exist_ok=True)
     sched = work / "sched.data"
     pid = cluster_route.forwarder_pid
@@ -202,7 +201,7 @@ def profile_window(
     tids |= _tids(pid)
     delays, ran = _sched_delays(sched, tids)
     return Window(
-        cluster_route.name,
+        label,
         {k: row[k] for k in ("ack_p50_ms", "ack_p99_ms", "ack_p999_ms")},
         row["cpu_s"],
         ran,
@@ -292,13 +291,11 @@ def main(argv: list[str] | None = None) -> None:
             label = name if env is None else f"{name} ({', '.join(args.proxy_env)})"
             with running_route(name, cluster, available, proxy_env=env) as route:
                 where = work / (name if env is None else f"{name}-variant")
-                window = profile_window(route, cluster, rate, args.seconds, where, args.nice)
-                window.route = label
-                windows.append(window)
+                windows.append(
+                    profile_window(route, cluster, rate, args.seconds, where, label, args.nice)
+                )
                 print(f"{label}: done", file=sys.stderr)
     print(render(windows, direct_row, rate, args.seconds))
-    medians = (f"{w.route} {statistics.median(w.delay_ms or [0]):.3f}" for w in windows)
-    print("\nmedian sched delay per route (ms): " + ", ".join(medians))
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 
