@@ -5,13 +5,9 @@
 #   state.py          the sans-I/O Connection: owed responses, the slot decision, upstream matching
 #   client.py         ClientConnection: its two pumps in one nursery, its upstream, how it ends
 #   requests.py       RequestPump: read, pay for (KIP-72), plan and pass on each request
-#   responses.py      ResponsePump: answer owed slots in order; held produces wait here
+#   responses.py      ResponsePump: answer owed slots in order (held ones: proxy/held/holds.py)
 #   handoff.py        Handoff: what the two pumps hand each other (wake-ups, bytes in processing)
 #   upstream_link.py  UpstreamLink: the connection's own upstream connection, opened on need
-#   fetches.py        ClientFetches: the connection's side of the fetches the proxy answers
-#   fetch_frames.py   a held fetch's answer as frame parts; the idle consumer's empty answer
-#   fetch_ahead.py    predicting and matching an active consumer's next fetch (read-ahead)
-#   own_reads.py      OwnReads: passthrough reads on the client's own connection and identity
 #   client_auth.py    ClientAuthentication: when the cluster has accepted a passthrough client
 #   api_versions.py   KnownApiVersions: ApiVersions answered from the cluster's last answer
 #   records.py        the RequestRecord of one finished request, and a connection's Recorder

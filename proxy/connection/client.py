@@ -2,9 +2,9 @@
 # Connection (state.py): the request pump (requests.py) reads, pays for and passes on requests;
 # the response pump (responses.py) answers what is owed, in order. They meet in a Handoff. The
 # connection owns an upstream connection to the broker it targets, opened when a request first
-# needs it (upstream_link.py), and, on a broker's port, the fetches the proxy answers itself
-# (fetches.py). client_auth = "passthrough": the cluster must accept the client within
-# connections.authentication_timeout_ms (`_auth_scope`).
+# needs it (upstream_link.py), and its face on the held path (proxy/held/holds.py: the fetches
+# and produces the proxy holds for it). client_auth = "passthrough": the cluster must accept
+# the client within connections.authentication_timeout_ms (`_auth_scope`).
 #
 # Any error ends the whole connection (both sides) with one ConnectionClosed reason, one log
 # line and one metric label; nothing here can affect another connection.
@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from proxy.connection.client_auth import ClientAuthentication
-from proxy.connection.fetches import ClientFetches
 from proxy.connection.handoff import Handoff
 from proxy.connection.records import Recorder
 from proxy.connection.requests import READ_AHEAD, RequestPump
@@ -78,22 +77,18 @@ class ClientConnection:
                                                  read_ahead=READ_AHEAD,
                                                  flush_before_wait=out)  # fmt: skip
         self._handoff = handoff = Handoff(conn, services.pool, upstream)
-        # Held fetches only on broker ports (a bootstrap connection may reach any broker, and
-        # sessions belong to one).
-        self._fetches: ClientFetches | None = None
-        if services.held is not None and node_id is not None:
-            self._fetches = ClientFetches(services.held, node_id, services.pool,
-                                          services.brokers, upstream, handoff.owed,
-                                          passthrough=services.passthrough,
-                                          metrics=services.metrics)  # fmt: skip
+        held = services.held
+        self._holds = None
+        if held is not None:
+            self._holds = held.connect(node_id, upstream, handoff.owed, services.brokers)
         # Passthrough: the connection must be accepted by the cluster before this deadline
         # (set when it starts to run, cleared by the first acceptance).
         self._auth_scope = trio.CancelScope()
         recorder = Recorder(services.observer, connection_id, self.broker)
         self._requests = RequestPump(services, stream, node_id, conn, handoff, upstream, auth,
-                                     self._fetches, recorder)  # fmt: skip
+                                     self._holds, recorder)  # fmt: skip
         self._responses = ResponsePump(services, out, send_scope, node_id, conn, handoff,
-                                       upstream, auth, self._auth_scope, self._fetches,
+                                       upstream, auth, self._auth_scope, self._holds,
                                        recorder)  # fmt: skip
 
     def __repr__(self) -> str:
@@ -105,7 +100,7 @@ class ClientConnection:
 
         Resource handling: both streams are closed in ``finally``; the pool lease of a request
         being read is released by the request pump's own ``finally`` (cancellation included),
-        held fetches' leases here, and a produce still held leaves the purgatory here.
+        and what the held path holds for the connection is given back here.
         """
         metrics = self._services.metrics
         metrics.connections_open.inc()
@@ -137,9 +132,8 @@ class ClientConnection:
             self._handoff.end()
             if isinstance(self._conn.closed_by, UpstreamFailed):  # the broker died or hangs
                 self._services.api_versions.forget(self.node_id)
-            if self._fetches is not None:
-                self._fetches.abandon()
-            self._responses.abandon()
+            if self._holds is not None:
+                self._holds.abandon()
             self._upstream.release_answer()
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self.client)

@@ -1,7 +1,7 @@
 # Strategy: the request side of one client connection, as a thin pump: read a frame's size, check
 # it, pay for the frame from the pool (the KIP-72 mute), read it, ask the state machine what it
-# becomes (`Connection.receive`; a fetch the proxy answers: proxy/connection/fetches.py), owe
-# its slot and send it upstream.
+# becomes (`Connection.receive`; a fetch the proxy answers is the held path's:
+# proxy/held/holds.py), owe its slot and send what goes upstream.
 #
 # While memory is short, Kafka's rule: one request per connection in processing. A connection
 # whose earlier responses are not all written waits for them before it is given memory for the
@@ -18,14 +18,13 @@ import time
 import trio
 
 from proxy.connection.client_auth import ClientAuthentication
-from proxy.connection.fetches import ClientFetches
 from proxy.connection.handoff import Handoff
 from proxy.connection.records import Recorder
 from proxy.connection.services import ConnectionServices
-from proxy.connection.state import Arrival, Connection, Forwarded, Unanswered
+from proxy.connection.state import Arrival, Connection, Forwarded, HeldFetch, Unanswered
 from proxy.connection.upstream_link import CONNECTION_BOUND_APIS, UpstreamLink
 from proxy.errors import ClientClosed, ClientProtocolError, FrameTimeout, IdleTimeout
-from proxy.held.ticket import FetchTicket
+from proxy.held.holds import ClientFetch, ConnectionHolds
 from proxy.primitives.framed import FrameReader, PeerClosed
 from proxy.primitives.lease import Lease
 from proxy.primitives.stream_deadlines import ReadTimeouts
@@ -59,7 +58,7 @@ class RequestPump:
         conn, handoff: the connection's state, and what the pumps share.
         upstream: the connection's upstream link.
         auth: what the cluster said of the client's authentication (passthrough).
-        fetches: the fetches the proxy answers (None: on a bootstrap port or without holding).
+        holds: the connection's held requests (None: ``[fetch] hold = false``).
         recorder: where a finished acks=0 produce is reported.
     """
 
@@ -72,7 +71,7 @@ class RequestPump:
         handoff: Handoff,
         upstream: UpstreamLink,
         auth: ClientAuthentication,
-        fetches: ClientFetches | None,
+        holds: ConnectionHolds | None,
         recorder: Recorder,
     ) -> None:
         self._services = services
@@ -82,9 +81,10 @@ class RequestPump:
         self._handoff = handoff
         self._upstream = upstream
         self._auth = auth
-        self._fetches = fetches
+        self._holds = holds
         self._recorder = recorder
-        self._hold_produces = services.held is not None
+        self._hold_produces = holds is not None
+        self._hold_fetches = holds is not None and holds.holds_fetches
 
     async def run(self) -> None:
         """Read, check, pay for and forward requests until the client closes.
@@ -100,7 +100,7 @@ class RequestPump:
         auth = self._auth
         # Frames while a passthrough client's SASL exchange is under way (client_auth.py).
         sasl_max = settings.sasl_request_max_bytes
-        pool, link, fetches, conn = services.pool, self._upstream, self._fetches, self._conn
+        pool, link, holds, conn = services.pool, self._upstream, self._holds, self._conn
         turn = Turn()  # this connection's place in the pool's rounds while memory is tight
         timeout = trio.CancelScope()
         # The reader arms the idle and frame deadlines only while it waits
@@ -143,24 +143,21 @@ class RequestPump:
                     with lease:
                         frame = await self._read_body(reader, size, lease)
                         body = memoryview(frame)[_SIZE_BYTES:]
-                        # An idle consumer's repeated fetch is held from its bytes (fetches.py).
-                        repeat = held_fetch = None
-                        if fetches is not None and fetches.repeats:
-                            arrival = Arrival(arrival_s, ts, muted_s, len(frame), arrival_s)
-                            repeat = fetches.hold_repeat(body, arrival)
-                        if repeat is None:
-                            held_fetch = await self._pass_on(frame, body, reader,
-                                                             arrival_s, ts, muted_s)  # fmt: skip
+                        # An idle consumer's repeated fetch is held from its bytes.
+                        fetch = None
+                        if holds is not None and holds.repeats:
+                            fetch = holds.hold_repeat(body)
+                        if fetch is None:
+                            fetch = await self._pass_on(frame, body, reader, arrival_s, ts,
+                                                        muted_s)  # fmt: skip
+                        request_bytes = len(frame)
                         # The lease ends with this block: the buffer must not outlive it
                         # (a parked connection would keep its last frame alive).
                         del frame, body
-                    if repeat is not None:
-                        await self._handoff.owe(repeat, wake=False)  # its hold's end wakes
-                    elif held_fetch is not None:
+                    if fetch is not None:
                         # A fetch the proxy answers itself; the request's memory is free again.
-                        assert fetches is not None
-                        plan, ticket, arrival = held_fetch
-                        await fetches.start(plan, ticket, arrival, self._handoff.owe)
+                        arrival = Arrival(arrival_s, ts, muted_s, request_bytes, arrival_s)
+                        await self._start_fetch(fetch, arrival)
         finally:
             conn.end_requests()
             self._handoff.owed.unpark_all()
@@ -181,6 +178,19 @@ class RequestPump:
         while conn.in_processing:
             await answered.park()
 
+    async def _start_fetch(self, fetch: ClientFetch, arrival: Arrival) -> None:
+        """Start a fetch the proxy answers and owe its slot: with its first look sent on the
+        client's upstream connection if the held path hands one back."""
+        holds, owe = self._holds, self._handoff.owe
+        assert holds is not None
+        started = await holds.start(fetch)
+        muted_s = arrival.muted_s + started.muted_s
+        slot = HeldFetch(fetch, arrival.sent_at(trio.current_time(), muted_s))
+        if started.first_look is None:
+            await owe(slot, wake=started.wake)
+        else:
+            await self._upstream.forward(owe, slot, started.first_look, may_defer=False)
+
     async def _pass_on(
         self,
         frame: bytearray,
@@ -189,11 +199,11 @@ class RequestPump:
         arrival_s: float,
         ts: float,
         muted_s: float,
-    ) -> tuple[RequestPlan, FetchTicket, Arrival] | None:
+    ) -> ClientFetch | None:
         """Plan a request (``frame``, size prefix included, arrived at ``arrival_s`` / epoch
-        ``ts`` after ``muted_s`` in the pool) and pass it on: answered here, forwarded
-        upstream (its slot owed), or, for a Fetch the proxy answers itself, its plan, ticket
-        and arrival for the caller to start once the request's memory is free again."""
+        ``ts`` after ``muted_s`` in the pool) and pass it on: answered here, or forwarded
+        upstream (its slot owed); a Fetch the proxy answers itself is returned, for the caller
+        to start once the request's memory is free again."""
         auth, link, owe = self._auth, self._upstream, self._handoff.owe
         passthrough = auth.passthrough
         plan = plan_request(body, self._services.brokers, client_sasl=passthrough)
@@ -211,10 +221,11 @@ class RequestPump:
             await owe(self._conn.receive(plan, body, arrival, hold_produce=False))
             return None
         trusted = not passthrough or auth.trusted(now_s)
-        if trusted and self._fetches is not None and plan.header.api_key == ApiKey.FETCH:
-            ticket = self._fetches.ticket(plan, body)
-            if ticket is not None:
-                return plan, ticket, arrival
+        if trusted and self._hold_fetches and plan.header.api_key == ApiKey.FETCH:
+            assert self._holds is not None
+            fetch = self._holds.take(plan, body)
+            if fetch is not None:
+                return fetch
         slot = self._conn.receive(plan, body, arrival, hold_produce=self._hold_produces and trusted)
         if isinstance(slot, Forwarded):
             if plan.header.api_key == ApiKey.SASL_HANDSHAKE:

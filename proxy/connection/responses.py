@@ -1,23 +1,18 @@
 # Strategy: the response side of one client connection, as a thin pump: for each owed slot in
-# request order, answer it by its kind (Local, Forwarded, HeldProduce, HeldFetch, HeldRepeat)
-# and write the answer. Kafka answers one connection's requests in order, so client order is
-# kept without re-sequencing.
-#
-# A held produce waits in the produce purgatory (proxy/held/produce.py), whose wheel owns its
-# deadline: the pump awaits the broker's answer in a scope without a deadline, which the
-# produce's expiry cancels after making the REQUEST_TIMED_OUT answer; the late answer is then
-# skipped (Connection.give_up). A write defers while the next answer is already in hand, so a
-# pipelined batch goes out in one writev.
+# request order, answer it by its kind (Local, Forwarded, HeldProduce, HeldFetch) and write the
+# answer. Kafka answers one connection's requests in order, so client order is kept without
+# re-sequencing. What a held produce or fetch waits for, and how long, is the held path's
+# (proxy/held/holds.py): the pump asks for the answer and writes it. A write defers while the
+# next answer is already in hand, so a pipelined batch goes out in one writev.
 """A client connection's response pump."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
 
 import trio
 
 from proxy.connection.client_auth import ClientAuthentication
-from proxy.connection.fetches import ClientFetches
 from proxy.connection.handoff import Handoff
 from proxy.connection.records import Recorder
 from proxy.connection.services import ConnectionServices
@@ -28,13 +23,11 @@ from proxy.connection.state import (
     Forwarded,
     HeldFetch,
     HeldProduce,
-    HeldRepeat,
     Local,
 )
-from proxy.connection.upstream_link import UpstreamLink, answered_id
+from proxy.connection.upstream_link import UpstreamLink
 from proxy.errors import AuthenticationFailed, SendTimeout
-from proxy.held.decision import produce_hold_ms
-from proxy.held.delayed import DelayedProduce
+from proxy.held.holds import ConnectionHolds, ProduceAnswer
 from proxy.observability.error_peek import peek_error_code
 from proxy.observability.outcomes import Outcome
 from proxy.primitives.stream_writer import StreamWriter
@@ -46,16 +39,6 @@ __all__ = ["ResponsePump"]
 
 _SIZE_BYTES = 4
 _API_VERSIONS = int(ApiKey.API_VERSIONS)
-
-
-@dataclass(slots=True)
-class _HeldAnswer:
-    """The produce whose answer the pump awaits until the purgatory expires it (see
-    ``run``); ``frame`` is the broker's, when it came as the produce expired."""
-
-    slot: HeldProduce
-    operation: DelayedProduce
-    frame: bytearray | None = None
 
 
 class ResponsePump:
@@ -70,7 +53,7 @@ class ResponsePump:
         upstream: the connection's upstream link.
         auth: what the cluster said of the client's authentication (passthrough);
             ``auth_scope`` ends the connection unless the cluster accepts it in time.
-        fetches: the fetches the proxy answers (None: on a bootstrap port or without holding).
+        holds: the connection's held requests (None: ``[fetch] hold = false``).
         recorder: where each finished request is reported.
     """
 
@@ -85,7 +68,7 @@ class ResponsePump:
         upstream: UpstreamLink,
         auth: ClientAuthentication,
         auth_scope: trio.CancelScope,
-        fetches: ClientFetches | None,
+        holds: ConnectionHolds | None,
         recorder: Recorder,
     ) -> None:
         self._services = services
@@ -97,58 +80,39 @@ class ResponsePump:
         self._upstream = upstream
         self._auth = auth
         self._auth_scope = auth_scope
-        self._fetches = fetches
+        self._holds = holds
         self._recorder = recorder
-        self._held = services.held
-        self._answer_wait = trio.CancelScope()
-        self._held_answer: _HeldAnswer | None = None
 
     async def run(self) -> None:
         """Answer every owed slot in order until the request side has ended.
 
-        A held produce's answer is awaited under ``self._answer_wait``, a scope with no
-        deadline: the produce purgatory's wheel expires the produce, and its ``on_expiration``
-        cancels the scope and makes the REQUEST_TIMED_OUT answer (proxy/held/delayed.py). One
-        scope serves every produce until one expires (a scope per produce cost ~15 us in
-        profiles); leaving it lands here, where the answer is sent and a fresh scope opened.
-        Around it all, the send scope: its deadline stands only while a write waits for the
-        client (connections.send_timeout_ms).
+        A held produce's expiry ends the held path's interruptible block (one for every
+        produce until one expires: proxy/held/produce.py); its answer is written here and the
+        answers go on in a new block. Around it all, the send scope: its deadline stands only
+        while a write waits for the client (connections.send_timeout_ms).
         """
+        holds = self._holds
         with self._send_scope:
             while True:
-                self._answer_wait = trio.CancelScope()
-                with self._answer_wait:
+                interruptible: AbstractContextManager[None] = (
+                    nullcontext() if holds is None else holds.interruptible()
+                )
+                with interruptible:
                     await self._answer_in_order()
-                    if self._held_answer is None:
-                        return  # the request side ended; every response was sent
-                held = self._held_answer
-                assert held is not None and held.operation.answer is not None
-                self._held_answer = None
-                slot, timed_out = held.slot, held.operation.answer
-                if held.frame is not None:  # the broker's answer is the truth: it is sent
-                    await self._send_produce_answer(slot, held.frame)
-                    continue
-                self._conn.give_up(slot.plan.header.correlation_id)  # its answer may still come
-                self._upstream.expect_late_answer()  # ... and must, unless the broker hangs
-                await self._out.send_all(timed_out)
-                self._handoff.processing(-slot.arrival.request_bytes)
-                self._recorder.report(slot, None, len(timed_out), trio.current_time(), "timeout")
+                    return  # the request side ended; every response was sent
+                assert holds is not None
+                slot, answer = holds.interrupted()
+                assert isinstance(slot, HeldProduce)
+                await self._send_produce(slot, answer)
         timeout_s = self._services.settings.send_timeout_s
         raise SendTimeout(
             f"client did not take its answer within {timeout_s:g} s "
             "(connections.send_timeout_ms); its memory is released"
         )
 
-    def abandon(self) -> None:
-        """The connection ended: a produce still held leaves the purgatory."""
-        held, self._held_answer = self._held_answer, None
-        if held is not None:
-            held.operation.force_complete()
-
     async def _answer_in_order(self) -> None:
-        """Answer slots in order; return when the request side has ended, or when a held
-        produce expired as its answer came (``self._held_answer.frame`` set; otherwise its
-        expiry cancels ``self._answer_wait``)."""
+        """Answer slots in order; return when the request side has ended (a held produce's
+        expiry leaves by the held path's interruptible block instead)."""
         conn, out, handoff = self._conn, self._out, self._handoff
         while True:
             slot = conn.next_owed()
@@ -175,25 +139,29 @@ class ResponsePump:
                 self._recorder.report(slot, error, len(slot.response), trio.current_time(),
                                       outcome)  # fmt: skip
             elif isinstance(slot, HeldProduce):
-                if not await self._answer_produce(slot):
-                    return
+                assert self._holds is not None
+                await self._send_produce(slot, await self._holds.answer_produce(slot))
             else:
-                assert isinstance(slot, HeldFetch | HeldRepeat)
+                assert isinstance(slot, HeldFetch)
                 await out.flush()  # it may wait in the purgatory
                 await self._answer_fetch(slot)
 
     async def _wait_for_request(self) -> None:
         """Wait until a slot is owed. While a read-ahead is out, only until its time to be
-        claimed has passed: then it is given up (proxy/connection/fetches.py)."""
-        fetches, owed = self._fetches, self._handoff.owed
-        if fetches is None or fetches.ahead_expires_s is None:
+        claimed has passed: then it is given up (proxy/held/fetch/client.py)."""
+        holds, owed = self._holds, self._handoff.owed
+        expires_s = None if holds is None else holds.ahead_expires_s
+        if expires_s is None:
             await owed.park()
             return
-        with trio.move_on_at(fetches.ahead_expires_s):
+        with trio.move_on_at(expires_s):
             await owed.park()
-        fetches.expire_ahead()
+        assert holds is not None
+        holds.expire_ahead()
 
-    async def _send_forwarded(self, slot: Forwarded | HeldProduce, frame: bytearray) -> None:
+    async def _send_forwarded(
+        self, slot: Forwarded | HeldProduce, frame: bytes | bytearray
+    ) -> None:
         """Write an upstream answer to the client: deferred while the next one is already in
         hand (the next write or wait of this pump writes it; its record counts it as written
         now, microseconds early)."""
@@ -230,52 +198,28 @@ class ResponsePump:
                 "it closes such connections, and so does the proxy"
             )
 
-    async def _answer_produce(self, slot: HeldProduce) -> bool:
-        """Hold a produce in the purgatory until its answer, and send it (True). Its expiry
-        cancels ``self._answer_wait``, and ``run`` sends the timeout's answer; if the broker's
-        came as it expired, False: that one is sent there, outside the scope."""
-        assert self._held is not None
-        correlation_id = slot.plan.header.correlation_id
-        ready = self._upstream.peek()
-        answered = ready is not None and answered_id(ready) == correlation_id
-        # (no clock read for an answer in hand: pipelined answers come in batches)
-        waited_ms = 0 if answered else int((trio.current_time() - slot.arrival.sent_s) * 1000)
-        hold_ms = produce_hold_ms(slot.produced.timeout_ms, waited_ms, answered)
-        if hold_ms is None:  # answered already, or it may not wait
-            await self._send_produce_answer(slot, await self._upstream.answer(correlation_id))
-            return True
-        operation = self._held.produce.hold(hold_ms, slot.plan, self._answer_wait)
-        self._held_answer = held = _HeldAnswer(slot, operation)
-        frame = await self._upstream.answer(correlation_id)  # Cancelled: it expired
-        if not operation.answered(frame):  # it expired as the answer came
-            held.frame = frame
-            return False
-        self._held_answer = None
-        await self._send_produce_answer(slot, frame)
-        return True
+    async def _send_produce(self, slot: HeldProduce, answer: ProduceAnswer) -> None:
+        """Write a held produce's answer: the broker's (and wake the fetches held on its
+        partitions), or the proxy's REQUEST_TIMED_OUT."""
+        holds = self._holds
+        assert holds is not None
+        if not answer.timed_out:
+            await self._send_forwarded(slot, answer.frame)
+            holds.produced(slot)
+            return
+        frame = answer.frame
+        await self._out.send_all(frame)
+        self._handoff.processing(-slot.arrival.request_bytes)
+        self._recorder.report(slot, None, len(frame), trio.current_time(), "timeout")
 
-    async def _send_produce_answer(self, slot: HeldProduce, frame: bytearray) -> None:
-        """Send an answered produce and wake the fetches held on its partitions."""
-        held = self._held
-        assert held is not None
-        await self._send_forwarded(slot, frame)
-        names = held.names
-        held.produce.produced(
-            [names.key(name, topic_id, index)
-             for name, topic_id, indexes in slot.produced.topics for index in indexes]
-        )  # fmt: skip
-
-    async def _answer_fetch(self, slot: HeldFetch | HeldRepeat) -> None:
-        """Build, hold and send the response to a fetch the proxy terminates."""
-        fetches = self._fetches
-        assert fetches is not None
-        if isinstance(slot, HeldRepeat):
-            answer = await fetches.answer_repeat(slot)
-        else:
-            answer = await fetches.answer(slot)
+    async def _answer_fetch(self, slot: HeldFetch) -> None:
+        """Ask the held path for a fetch's answer (it may be held) and write it."""
+        holds, fetch = self._holds, slot.fetch
+        assert holds is not None
+        answer = await holds.answer(fetch)
         # No copy: the records go from the upstream frame to the client's socket (writev);
         # joining them was a quarter of the proxy's CPU consuming 1 KiB records.
         await self._out.send_parts(answer.parts)
-        fetches.finish(slot.ticket if isinstance(slot, HeldFetch) else None)
+        holds.finish(fetch)
         self._recorder.report(slot, answer.error_code, answer.frame_bytes,
                               answer.upstream_done_s, answer.outcome, answer.held_ms)  # fmt: skip

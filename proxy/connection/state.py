@@ -12,14 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from proxy.errors import ConnectionClosed, UpstreamFailed
-from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.ticket import FetchTicket
 from proxy.routing.rewrite import LocalAnswer, ProducedPartitions, RequestPlan
 from wire.headers import peek_request_header
 from wire.sentinel import Sentinel
 
 if TYPE_CHECKING:
-    from proxy.held.delayed import DelayedFetch  # (a type only: this module is trio-free)
+    from proxy.held.holds import ClientFetch  # (a type only: this module is trio-free)
 
 __all__ = [
     "NEED_REQUEST",
@@ -29,7 +27,6 @@ __all__ = [
     "Forwarded",
     "HeldFetch",
     "HeldProduce",
-    "HeldRepeat",
     "Local",
     "Slot",
     "Unanswered",
@@ -97,38 +94,27 @@ class HeldProduce:
     produced: ProducedPartitions
     arrival: Arrival
 
+    @property
+    def sent_s(self) -> float:
+        """When it went upstream (trio clock): its timeout runs from then."""
+        return self.arrival.sent_s
+
 
 @dataclass(frozen=True, slots=True)
 class HeldFetch:
-    """A fetch the proxy answers itself. ``first_sent``: its first look went upstream on the
-    client's own connection, with the client's correlation id (an active consumer's; see
-    fetches.py); otherwise HeldRequests.answer does all its upstream reads. ``ahead_id``: that
-    first look is a read-ahead sent before the fetch came, under this id of the proxy's own
-    (proxy/connection/fetch_ahead.py), already in the upstream ledger."""
+    """A fetch the proxy answers itself; ``fetch`` is the held path's
+    (proxy/held/fetch/client.py), from its plan to its written answer."""
 
-    plan: RequestPlan
-    ticket: FetchTicket
-    arrival: Arrival
-    first_sent: bool = False
-    ahead_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeldRepeat:
-    """An idle consumer's repeated fetch, held from its bytes (proxy/connection/fetches.py):
-    no ticket and no plan of its own. ``plan`` is the learnt fetch's (its header names the api
-    and client for the record); ``correlation_id`` this request's; ``hold`` its wait in the
-    purgatory, entered at ``held_from_s`` (trio clock)."""
-
-    plan: RequestPlan
-    repeat: FetchRepeat
-    correlation_id: int
-    hold: DelayedFetch
-    held_from_s: float
+    fetch: ClientFetch
     arrival: Arrival
 
+    @property
+    def plan(self) -> RequestPlan:
+        """Its request's plan (an idle consumer's repeat: the learnt fetch's)."""
+        return self.fetch.plan
 
-Slot = Local | Forwarded | HeldFetch | HeldRepeat | HeldProduce
+
+Slot = Local | Forwarded | HeldFetch | HeldProduce
 
 
 #: Optional upstream entries kept at most. Kafka never answers acks=0, so a client that only
@@ -212,12 +198,14 @@ class Connection:
                 self._upstream.popleft()
                 self._optional -= 1
             return
-        # Local and HeldRepeat send nothing upstream; a HeldFetch only its own first look,
-        # whose response budget the fetch reserved before it was sent.
+        # Local sends nothing upstream; a HeldFetch at most its own first look, whose
+        # response budget the fetch reserved before it was sent.
         if isinstance(slot, Forwarded | HeldProduce):
             self._upstream.append((slot.plan.header.correlation_id, False, False))
-        elif isinstance(slot, HeldFetch) and slot.first_sent and slot.ahead_id is None:
-            self._upstream.append((slot.plan.header.correlation_id, False, True))
+        elif isinstance(slot, HeldFetch):
+            first_look_id = slot.fetch.first_look_id
+            if first_look_id is not None:
+                self._upstream.append((first_look_id, False, True))
         self._owed.append(slot)
 
     def expect_own_answer(self) -> int:

@@ -67,7 +67,7 @@ class UpstreamLink:
         self._read_ahead = read_ahead
         self._flush_before_wait = flush_before_wait
         self._answer_grace_s = services.settings.upstream_answer_grace_s
-        self._late_due_s: float | None = None  # see `expect_late_answer`
+        self._late_due_s: float | None = None  # see `give_up`
         self._stream: trio.abc.Stream | None = None
         self._reader: FrameReader | None = None
         self._out: StreamWriter | None = None
@@ -186,9 +186,11 @@ class UpstreamLink:
         """Whether the next upstream answer is already read (a batch is coming in)."""
         return self._reader is not None and self._reader.frame_in_hand()
 
-    def peek(self) -> bytearray | None:
-        """The next upstream answer if it is already read whole (reads nothing)."""
-        return self._reader.peek() if self._reader is not None else None
+    def answer_in_hand(self, correlation_id: int) -> bool:
+        """Whether the next upstream answer, already read whole, is ``correlation_id``'s
+        (nothing is read)."""
+        ready = self._reader.peek() if self._reader is not None else None
+        return ready is not None and answered_id(ready) == correlation_id
 
     async def answer(self, correlation_id: int) -> bytearray:
         """The upstream's answer to ``correlation_id`` (size prefix included), skipping
@@ -225,7 +227,7 @@ class UpstreamLink:
 
     async def _read_answer(self, due_s: float | None) -> tuple[bytearray, Lease | None]:
         """The next upstream frame, read within the pool unless it was paid for already; its
-        first bytes by ``due_s`` unless that is None (see `expect_late_answer`)."""
+        first bytes by ``due_s`` unless that is None (see `give_up`)."""
         reader = self._reader
         assert reader is not None  # a slot that awaits an answer opened the connection
         try:
@@ -244,9 +246,11 @@ class UpstreamLink:
         except PeerClosed:
             raise UpstreamFailed("upstream broker closed the connection") from None
 
-    def expect_late_answer(self) -> None:
-        """The proxy answered a produce REQUEST_TIMED_OUT itself: the broker's own answer is
-        due, and a broker that sends nothing for the grace from now is taken as hung."""
+    def give_up(self, correlation_id: int) -> None:
+        """The proxy answered a produce REQUEST_TIMED_OUT itself: the broker's own answer to
+        ``correlation_id`` is skipped when it comes, and is due: a broker that sends nothing
+        for the grace from now is taken as hung."""
+        self._conn.give_up(correlation_id)
         if self._late_due_s is None:
             self._late_due_s = trio.current_time() + self._answer_grace_s
 
@@ -291,7 +295,7 @@ class UpstreamLink:
         return await self.answer(correlation_id)
 
     async def send_ahead(self, version: int, client_id: str | None, body: bytes) -> int | None:
-        """Send a Fetch of the proxy's own (a read-ahead, proxy/connection/fetch_ahead.py)
+        """Send a Fetch of the proxy's own (a read-ahead, proxy/held/fetch/ahead.py)
         from the response pump, after everything sent so far; its correlation id, or None
         when it cannot go now (no connection, passthrough, or the request pump is between
         owing a slot and sending it: the read-ahead is skipped, never waited for). Its answer

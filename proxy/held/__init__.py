@@ -1,21 +1,14 @@
 # Strategy: waiting happens in the proxy (DESIGN "The purgatory"). This package is the
-# held-requests subsystem; the purgatory and the timing wheel it runs on are primitives beside
-# it (proxy/primitives/purgatory.py, proxy/primitives/timer/). The package re-exports nothing.
+# held-requests subsystem: everything a held request goes through between the plan that says
+# "held" and its answer's bytes. The purgatory and the timing wheel it runs on are primitives
+# beside it (proxy/primitives/purgatory.py, proxy/primitives/timer/). The package re-exports
+# nothing; a client connection imports two of its modules: service.py and holds.py.
 #
-#   service.py          HeldRequests: the held path's one face, and a held fetch's answer
-#   decision.py         the one decision per request: answer now, hold, or fetch; a produce's hold
-#   ticket.py           FetchTicket: one client fetch on its way, the owner of its lease
-#   planning.py         FetchPlanner: a fetch's arrival, its session applied and its decision
-#   holding.py          FetchHolding: the one way into the fetch purgatory
-#   refetch.py          UpstreamReads: a held fetch's upstream reads, shared when identical
-#   produce.py          HeldProduces: produces held for their answer, and the fetches they wake
-#   brokers.py          BrokerResources: per broker sessions, re-fetch channels and watcher
-#   delayed.py          DelayedFetch and DelayedProduce, the operations held
-#   fetch_session.py    KIP-227 fetch sessions terminated at the proxy
-#   fetch_answer.py     upstream fetches built from a session, client answers built from them
-#   fetch_repeat.py     an idle consumer's repeated fetch, recognised by its bytes
+#   service.py          HeldRequests: the purgatories, the fetch path, produces; `connect`
+#   holds.py            ConnectionHolds: one client connection's face (start, answer, abandon)
+#   produce.py          held produces: their purgatory, a connection's holds, the fetches they wake
+#   deadlines.py        the one place a held fetch's or produce's deadline is computed
+#   client_upstream.py  ClientUpstream: what the held path asks of a client's own upstream link
 #   partition_state.py  what the proxy knows of each partition (ends, staleness, topic ids)
-#   wanted.py           the partitions a watcher polls, until when, at which leader epoch
-#   watcher.py          per broker, one Fetch long-poll over every held fetch's partitions
-#   offset_watcher.py   the passthrough watcher: ListOffsets only, a change detector
-"""Held fetches and produces: the service, its operations, sessions and partition knowledge."""
+#   fetch/              held fetches (its own index)
+"""Held fetches and produces: the service, a connection's face, produces, fetches."""

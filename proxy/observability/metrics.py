@@ -176,7 +176,7 @@ class Metrics:
         )
         self.read_aheads = Counter(
             f"{PREFIX}_read_aheads",
-            "Read-aheads for active consumers (proxy/connection/fetch_ahead.py), by outcome: "
+            "Read-aheads for active consumers (proxy/held/fetch/ahead.py), by outcome: "
             "sent (an upstream fetch sent before the client asked), used (it was the client's "
             "next fetch's first look; also counted as upstream_fetches immediate), discarded "
             "(the next fetch asked for something else, or the connection closed), expired (not "

@@ -19,7 +19,7 @@
 How the proxy uses it: a handler subclasses :class:`DelayedOperation`, whose ``on_complete``
 (or ``on_expiration``) wakes its holder; it calls
 :meth:`Purgatory.try_complete_else_watch` with the operation's topic-partitions, then waits
-(proxy/held/delayed.py has the two operations the proxy holds). Whatever may satisfy a
+(the proxy's two: proxy/held/fetch/delayed.py, proxy/held/produce.py). Whatever may satisfy a
 waiting operation (a produce landing on a partition) calls
 :meth:`Purgatory.check_and_complete` with that partition. The server starts
 :meth:`Purgatory.run` in its nursery.

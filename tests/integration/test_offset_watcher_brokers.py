@@ -5,7 +5,7 @@ Records produced behind the proxy must wake a held fetch through ListOffsets alo
 is then re-done on the client's own connection (here a second channel standing in for it),
 which is where the true end comes from. Kafka's ListOffsets latest is the high watermark;
 Tansu 0.6's is the last batch's base offset + 1. The test pins both down, since the watcher's
-design (a change detector, proxy/held/offset_watcher.py) must work with either.
+design (a change detector, proxy/held/fetch/offset_watcher.py) must work with either.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 import trio
 
 from proxy.address import Address
-from proxy.held.delayed import DelayedFetch
-from proxy.held.fetch_answer import FetchResults, learn
-from proxy.held.offset_watcher import LATEST, LIST_OFFSETS_VERSION, OffsetWatcher
+from proxy.held.fetch.delayed import DelayedFetch
+from proxy.held.fetch.answer import FetchResults, learn
+from proxy.held.fetch.offset_watcher import LATEST, LIST_OFFSETS_VERSION, OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.observability.metrics import Metrics
 from proxy.primitives.memory import MemoryPool

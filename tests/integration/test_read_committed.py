@@ -13,7 +13,7 @@
 # wake the held fetch, whose re-fetch must find nothing past the LSO and hold again) and
 # straight to the broker (only the proxy's upstream watcher can learn of the marker), with
 # sessionless fetches and with a KIP-227 session whose idle repeats the proxy holds from
-# their bytes (proxy/held/fetch_repeat.py). The client test is confluent-kafka's
+# their bytes (proxy/held/fetch/repeat.py). The client test is confluent-kafka's
 # read_committed consumer through the proxy against committed and aborted transactions.
 """read_committed fetches held in the proxy against Apache Kafka's transactions."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import typing
 
-from proxy.connection.fetches import FetchAnswer
+from proxy.held.fetch.client import FetchAnswer
 from proxy.connection.records import Recorder, request_record
 from proxy.observability.outcomes import MEANINGS, OUTCOMES, Outcome
 from proxy.observability.request_log import RequestRecord

@@ -86,3 +86,16 @@ def test_the_check_sees_an_import_that_runs_back_up(tmp_path: Path) -> None:
     )
     assert imports_of("proxy.primitives.memory", path) == {"proxy.held"}
     assert RANK[part_of("proxy.held")] > RANK[part_of("proxy.primitives.memory")]
+
+
+#: The held path's face to a client connection: what connection/ may import of held/ (the
+#: service it is handed, and the face each connection gets).
+HELD_FACE = {"proxy.held.service", "proxy.held.holds"}
+
+
+def test_connection_imports_only_the_held_paths_face() -> None:
+    reached = set()
+    for module, path in proxy_modules().items():
+        if part_of(module) == "connection":
+            reached |= {name for name in imports_of(module, path) if part_of(name) == "held"}
+    assert reached <= HELD_FACE, sorted(reached - HELD_FACE)

@@ -1,6 +1,7 @@
-"""The connection's state machine (proxy/connection/state.py) and everything it imports stay
+"""The connection's state machine (proxy/connection/state.py), the held path's decisions and
+deadlines and the values a held fetch is made of (proxy/held/), and everything they import stay
 sans-I/O, as wire/ does: no async framework, sockets, clocks or threads, no broker channel and
-no config. The pumps around it (client.py) do the I/O."""
+no config. The pumps around the connection, and the held path's holders, do the I/O."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import proxy
 
@@ -21,6 +24,20 @@ FORBIDDEN_PROXY = {
 }
 PROXY_DIR = Path(proxy.__file__).resolve().parent
 STATE = "proxy.connection.state"
+#: The pure modules: each, and what it imports at run time, does no I/O.
+PURE = [
+    STATE,
+    "proxy.held.deadlines",
+    "proxy.held.client_upstream",
+    "proxy.held.partition_state",
+    "proxy.held.fetch.decision",
+    "proxy.held.fetch.ticket",
+    "proxy.held.fetch.ahead",
+    "proxy.held.fetch.frames",
+    "proxy.held.fetch.repeat",
+    "proxy.held.fetch.session",
+    "proxy.held.fetch.answer",
+]
 
 
 def runtime_imports(module: str) -> set[str]:
@@ -54,9 +71,9 @@ def reached_from(module: str) -> dict[str, set[str]]:
     return reached
 
 
-def test_the_connection_state_and_what_it_imports_do_no_io() -> None:
-    reached = reached_from(STATE)
-    assert {"proxy.held.ticket", "proxy.routing.rewrite"} <= reached.keys()
+@pytest.mark.parametrize("module", PURE)
+def test_a_pure_module_and_what_it_imports_do_no_io(module: str) -> None:
+    reached = reached_from(module)
     offenders = {
         name: sorted(
             m
@@ -70,9 +87,16 @@ def test_the_connection_state_and_what_it_imports_do_no_io() -> None:
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_importing_the_connection_state_pulls_in_no_async_framework() -> None:
+def test_the_walk_reaches_past_the_module_itself() -> None:
+    """(The check above would pass vacuously if the walk stopped at the first module.)"""
+    assert {"proxy.routing.rewrite", "proxy.errors"} <= reached_from(STATE).keys()
+    assert "proxy.held.fetch.session" in reached_from("proxy.held.fetch.ticket")
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_importing_a_pure_module_pulls_in_no_async_framework(module: str) -> None:
     code = (
-        f"import sys, {STATE}; "
+        f"import sys, {module}; "
         "print(sorted({'trio', 'outcome', 'asyncio', 'anyio', 'proxy.config'} & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,4 @@
-"""The pure part of reading ahead (proxy/connection/fetch_ahead.py): which request the
+"""The pure part of reading ahead (proxy/held/fetch/ahead.py): which request the
 client's next fetch will send, and whether a read-ahead is exactly that."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from dataclasses import replace
 
-from proxy.connection.fetch_ahead import Predictions, ReadAhead, next_read, serves
+from proxy.held.fetch.ahead import Predictions, ReadAhead, next_read, serves
 from proxy.primitives.memory import MemoryPool
 from tests.unit.proxy.test_inprocess_fetch_ahead import batch_at
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic

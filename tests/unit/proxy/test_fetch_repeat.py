@@ -1,5 +1,5 @@
 """An idle consumer's repeated incremental fetch, recognised by its bytes
-(proxy/held/fetch_repeat.py), checked against the generated codec."""
+(proxy/held/fetch/repeat.py), checked against the generated codec."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.fetch_session import ContextKind, FetchSessionCache, PartitionNews
+from proxy.held.fetch.repeat import FetchRepeat
+from proxy.held.fetch.session import ContextKind, FetchSessionCache, PartitionNews
 from wire.apis import API_BY_KEY, ApiKey
 from wire.codec import encode
 from wire.framing import frame

@@ -7,7 +7,7 @@ from uuid import UUID
 
 import pytest
 
-from proxy.held.fetch_session import (
+from proxy.held.fetch.session import (
     FETCH_SESSION_ID_NOT_FOUND,
     FETCH_SESSION_TOPIC_ID_ERROR,
     INVALID_FETCH_SESSION_EPOCH,

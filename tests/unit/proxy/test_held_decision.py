@@ -1,11 +1,12 @@
 """The one decision on a fetch (answer now, hold, or fetch: on arrival and after each read) and
-on a produce's hold, as pure functions (proxy/held/decision.py)."""
+on a produce's hold, as pure functions (proxy/held/fetch/decision.py)."""
 
 from __future__ import annotations
 
-from proxy.held.decision import FetchDecision, decide_after_read, decide_fetch, produce_hold_ms
-from proxy.held.fetch_answer import FetchResults
-from proxy.held.fetch_session import FetchSessionCache
+from proxy.held.deadlines import produce_hold_ms
+from proxy.held.fetch.decision import FetchDecision, decide_after_read, decide_fetch
+from proxy.held.fetch.answer import FetchResults
+from proxy.held.fetch.session import FetchSessionCache
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import PartitionData
 

@@ -9,8 +9,8 @@ from uuid import UUID
 import trio
 import trio.testing
 
-from proxy.held.delayed import DelayedFetch
-from proxy.held.fetch_answer import (
+from proxy.held.fetch.delayed import DelayedFetch
+from proxy.held.fetch.answer import (
     FetchResults,
     build_response,
     has_unread_records,
@@ -19,7 +19,7 @@ from proxy.held.fetch_answer import (
     satisfied,
     upstream_request,
 )
-from proxy.held.fetch_session import ContextKind, FetchSessionCache
+from proxy.held.fetch.session import ContextKind, FetchSessionCache
 from proxy.held.partition_state import PartitionStates
 from proxy.primitives.framed import FrameReader
 from proxy.primitives.purgatory import Purgatory, current_time_ms

@@ -1,5 +1,5 @@
 """Read-ahead for an active consumer in process (serve() against a scripted broker, virtual
-time; proxy/connection/fetch_ahead.py): the next fetch's first look is the read-ahead sent
+time; proxy/held/fetch/ahead.py): the next fetch's first look is the read-ahead sent
 while the previous answer went out; a seek discards it; its memory comes back either way; a
 client that does not ask where its answers end gets none."""
 

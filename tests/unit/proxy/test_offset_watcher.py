@@ -12,8 +12,8 @@ import pytest
 import trio
 import trio.testing
 
-from proxy.held.delayed import DelayedFetch
-from proxy.held.offset_watcher import OffsetWatcher
+from proxy.held.fetch.delayed import DelayedFetch
+from proxy.held.fetch.offset_watcher import OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.observability.metrics import Metrics
 from proxy.primitives.memory import MemoryPool

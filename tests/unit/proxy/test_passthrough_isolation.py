@@ -12,7 +12,7 @@ import random
 import trio
 import trio.testing
 
-from proxy.held.fetch_session import FetchSessionCache
+from proxy.held.fetch.session import FetchSessionCache
 from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import proxy_in_process
 from tests.support.scripted_broker import TOPIC_AUTHORIZATION_FAILED

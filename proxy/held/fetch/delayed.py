@@ -1,9 +1,7 @@
-# Strategy: the two operations the proxy holds, as Kafka's DelayedFetch and DelayedProduce:
-# synchronous checks over what the proxy knows, never awaiting (the purgatory's contract); the
-# wheel owns both deadlines. A DelayedFetch completes when a partition has something the client
-# has not seen, unparking a lot its holder may share. A DelayedProduce is completed by its
-# upstream answer; on expiry it makes the REQUEST_TIMED_OUT answer and interrupts the holder.
-"""The delayed operations the proxy's purgatories hold: fetches and produces."""
+# Strategy: a held fetch as Kafka's DelayedFetch: a synchronous check over what the proxy knows,
+# never awaiting (the purgatory's contract), and the wheel owns its deadline. It completes when
+# a partition has something the client has not seen, unparking a lot its holder may share.
+"""The delayed operation a held fetch waits as: DelayedFetch."""
 
 from __future__ import annotations
 
@@ -11,9 +9,8 @@ import trio
 
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.primitives.purgatory import DelayedOperation
-from proxy.routing.rewrite import RequestPlan, produce_timed_out
 
-__all__ = ["DelayedFetch", "DelayedProduce"]
+__all__ = ["DelayedFetch"]
 
 
 class DelayedFetch(DelayedOperation):
@@ -71,45 +68,3 @@ class DelayedFetch(DelayedOperation):
 
     def on_expiration(self) -> None:
         self.expired = True
-
-
-class DelayedProduce(DelayedOperation):
-    """A forwarded produce waiting for its upstream answer, at most its timeout_ms.
-
-    Args:
-        delay_ms: what is left of the produce's timeout_ms.
-        plan: the produce's plan, to build its REQUEST_TIMED_OUT answer on expiry.
-        interrupt: the holder's wait for the broker's answer, cancelled on expiry.
-
-    Attributes:
-        answer: the frame the client gets: the broker's (``answered``) or, once the wheel
-            expired it, REQUEST_TIMED_OUT (None while it waits).
-    """
-
-    __slots__ = ("_interrupt", "_plan", "answer", "expired")
-
-    def __init__(self, delay_ms: int, plan: RequestPlan, interrupt: trio.CancelScope) -> None:
-        super().__init__(delay_ms)
-        self._plan = plan
-        self._interrupt = interrupt
-        self.answer: bytes | bytearray | None = None
-        self.expired = False
-
-    def answered(self, frame: bytearray) -> bool:
-        """The broker's answer came: complete with it (True), unless the wheel expired the
-        produce first (False: ``answer`` is the timeout's)."""
-        if self._completed:
-            return False
-        self.answer = frame
-        return self.force_complete()
-
-    def try_complete(self) -> bool:
-        return self.answer is not None and self.force_complete()
-
-    def on_complete(self) -> None:
-        pass  # the holder reads ``answer`` once its wait ends
-
-    def on_expiration(self) -> None:
-        self.expired = True
-        self.answer = produce_timed_out(self._plan)
-        self._interrupt.cancel()

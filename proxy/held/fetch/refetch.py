@@ -15,11 +15,11 @@ from typing import Protocol
 import trio
 
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
-from proxy.held.brokers import BrokerResources
-from proxy.held.fetch_answer import FetchResults, canonical, learn
+from proxy.held.fetch.answer import FetchResults, canonical, learn
+from proxy.held.fetch.brokers import BrokerResources
+from proxy.held.fetch.planning import FetchPlanner
+from proxy.held.fetch.ticket import FetchTicket
 from proxy.held.partition_state import PartitionKey, PartitionStates
-from proxy.held.planning import FetchPlanner
-from proxy.held.ticket import FetchTicket
 from proxy.observability.metrics import Metrics
 from proxy.primitives.lease import SharedLease
 from proxy.primitives.memory import MemoryPool

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 import trio
 
 from proxy.errors import UpstreamUnavailable
-from proxy.held.fetch_answer import FetchResults, learn
+from proxy.held.fetch.answer import FetchResults, learn
+from proxy.held.fetch.wanted import WantedPartitions
 from proxy.held.partition_state import PartitionKey, PartitionStates
-from proxy.held.wanted import WantedPartitions
 from proxy.observability.metrics import Metrics
 from proxy.primitives.purgatory import Purgatory, current_time_ms
 from proxy.routing.topic_names import TopicNames

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 from uuid import UUID
 
-from proxy.held.fetch_session import FetchContext, PartitionNews
+from proxy.held.fetch.session import FetchContext, PartitionNews
 from proxy.held.partition_state import PartitionKey, PartitionStates, readable_end
 from proxy.routing.topic_names import TopicNames
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic

@@ -2,19 +2,22 @@
 # next upstream read (each partition past the last complete batch returned) while the client
 # still reads the current answer, and its next fetch takes it as its first look if it is
 # exactly that request (`serves`), else it is discarded. Only while the client's last fetch
-# was the one predicted (`Predictions`). Pure: proxy/connection/fetches.py does the I/O.
+# was the one predicted (`Predictions`). Pure: client.py does the I/O.
 """Reading ahead for an active consumer: predicting and matching its next fetch."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from proxy.primitives.lease import Lease
 from wire.errors import CorruptRecords
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.records import RecordBatchHeader, iter_batches
+
+if TYPE_CHECKING:
+    from proxy.primitives.lease import Lease  # (a type only: this module is pure)
 
 __all__ = ["LEAST_WAIT_S", "Predictions", "ReadAhead", "next_read", "serves"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Container
 from uuid import UUID
 
-from proxy.connection.upstream_link import UpstreamLink
+from proxy.held.client_upstream import ClientUpstream
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode
 from wire.headers import parse_response_header
@@ -34,7 +34,7 @@ class OwnReads:
     __slots__ = ("_client_id", "_known", "_upstream")
 
     def __init__(
-        self, upstream: UpstreamLink, client_id: str | None, known: set[tuple[object, int]]
+        self, upstream: ClientUpstream, client_id: str | None, known: set[tuple[object, int]]
     ) -> None:
         self._upstream = upstream
         self._client_id = client_id

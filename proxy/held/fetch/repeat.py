@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from proxy.held.fetch_session import FetchContext, FetchSession
+from proxy.held.fetch.session import FetchContext, FetchSession
 from wire.codec import encode
 from wire.messages.fetch_request import FetchRequest
 

@@ -1,19 +1,18 @@
-# Strategy: "answer now, hold, or fetch" was decided in seven places over two pumps; here it is
-# one pure decision per request kind: a fetch's on arrival and after each read, a produce's
-# hold. The holders only carry it out. Pure (no trio, no clock): the caller passes what it
-# knows.
-"""What the proxy does with a fetch or a produce it holds: one decision each."""
+# Strategy: what becomes of a client fetch is one pure decision: on arrival (answer now, hold, or
+# fetch) and after each read of the broker. The holders only carry it out. Pure (no trio, no
+# clock): the caller passes what it knows; when it is due is proxy/held/deadlines.py's.
+"""What the proxy does with a fetch it answers itself: one decision."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
 
-from proxy.held.fetch_answer import FetchResults, has_unread_records, satisfied
-from proxy.held.fetch_session import ContextKind, FetchContext
+from proxy.held.fetch.answer import FetchResults, has_unread_records, satisfied
+from proxy.held.fetch.session import ContextKind, FetchContext
 from wire.messages.fetch_request import FetchRequest
 
-__all__ = ["FetchDecision", "decide_after_read", "decide_fetch", "produce_hold_ms"]
+__all__ = ["FetchDecision", "decide_after_read", "decide_fetch"]
 
 
 class FetchDecision(enum.Enum):
@@ -64,12 +63,3 @@ def decide_after_read(
     if patient and has_unread_records(context, results, request.isolation_level):
         return FetchDecision.FETCH
     return FetchDecision.HOLD
-
-
-def produce_hold_ms(timeout_ms: int, waited_ms: int, answered: bool) -> int | None:
-    """How long a produce (acks=1/all, ``timeout_ms``, sent ``waited_ms`` ago) is held in the
-    produce purgatory for its answer; None: answer it now, without holding (its answer is in
-    hand already, or it may not wait: a purgatory entry would cost more than the rest)."""
-    if timeout_ms <= 0 or answered:
-        return None
-    return max(0, timeout_ms - waited_ms)

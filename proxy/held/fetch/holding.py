@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import trio
 
-from proxy.held.brokers import BrokerResources
-from proxy.held.decision import FetchDecision, decide_fetch
-from proxy.held.delayed import DelayedFetch
-from proxy.held.fetch_answer import reached_offsets
-from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.fetch_session import FINAL_EPOCH, FetchContext
+from proxy.held.deadlines import fetch_deadline_ms
+from proxy.held.fetch.answer import reached_offsets
+from proxy.held.fetch.brokers import BrokerResources
+from proxy.held.fetch.decision import FetchDecision, decide_fetch
+from proxy.held.fetch.delayed import DelayedFetch
+from proxy.held.fetch.planning import FetchPlanner
+from proxy.held.fetch.repeat import FetchRepeat
+from proxy.held.fetch.session import FINAL_EPOCH, FetchContext
+from proxy.held.fetch.ticket import FetchTicket
 from proxy.held.partition_state import PartitionStates
-from proxy.held.planning import FetchPlanner
-from proxy.held.ticket import FetchTicket
 from proxy.primitives.purgatory import Purgatory, current_time_ms
 from proxy.routing.topic_names import TopicNames
 
@@ -52,7 +53,7 @@ class FetchHolding:
         self, node_id: int, repeat: FetchRepeat, epoch: int, wake: trio.lowlevel.ParkingLot
     ) -> DelayedFetch | None:
         """Hold an idle consumer's repeated fetch, recognised by its bytes
-        (proxy/held/fetch_repeat.py), at once: no decoding, no ticket. Only if its session is
+        (proxy/held/fetch/repeat.py), at once: no decoding, no ticket. Only if its session is
         where the repeat says (sessionless: the epoch is still -1) and the decision is HOLD;
         None to plan it the ordinary way (which also answers a session error). Completion
         unparks ``wake`` (as ``hold_now``). Only with the proxy's identity: passthrough plans
@@ -60,7 +61,7 @@ class FetchHolding:
 
         Its answer needs a ticket only if something happened (``FetchTicket.of_repeat``): an
         expiry with nothing to tell is the session's empty answer
-        (proxy/held/fetch_answer.py, ``nothing_to_tell``).
+        (proxy/held/fetch/answer.py, ``nothing_to_tell``).
         """
         session, cache = repeat.session, self._resources.known_sessions(node_id)
         if session is None:
@@ -77,7 +78,7 @@ class FetchHolding:
         )
         if decision is not FetchDecision.HOLD:
             return None
-        deadline_ms = now_ms + request.max_wait_ms
+        deadline_ms = fetch_deadline_ms(now_ms, request.max_wait_ms)
         operation = self._enter(node_id, context, isolation, now_ms, deadline_ms, wake)
         if operation is None:
             return None  # (cannot be: nothing new, and nothing awaited since the check)

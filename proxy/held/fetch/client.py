@@ -1,32 +1,32 @@
-# Strategy: a connection's side of the fetches the proxy answers itself (the held-requests
-# service does the holding). The request pump asks `hold_repeat` (an idle consumer's repeat,
-# held from its bytes) or `ticket` (the fetch planned and decided), then `start` owes its slot:
-# held at once (decision HOLD), its first look sent on the client's own upstream connection
-# (an active consumer), or read the shared way by the answer. The response pump awaits
-# `answer` / `answer_repeat` and calls `finish` once written. One fetch at a time per
-# connection; at most one read-ahead (fetch_ahead.py) from pool memory nobody waits for.
-"""A client connection's held fetches: from Fetch request to written response."""
+# Strategy: one client connection's side of the fetches the proxy answers itself, from the plan
+# that says the proxy answers it to the answer's bytes. The request pump gets a `ClientFetch`
+# (`hold_repeat`: an idle consumer's repeat, held from its bytes; or `take`: planned and
+# decided), then `start`s it: held at once (decision HOLD), its first look handed back to send
+# on the client's own upstream connection (an active consumer), a read-ahead claimed, or read
+# the shared way by the answer. The response pump awaits `answer` and calls `finish` once it is
+# written. One fetch at a time per connection; at most one read-ahead (ahead.py), from pool
+# memory nobody waits for.
+"""A client connection's held fetches: from Fetch request to the answer's frame."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import trio
 from prometheus_client import Counter
 
-from proxy.connection.fetch_ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
-from proxy.connection.fetch_frames import EmptyAnswers, frame_parts, is_empty
-from proxy.connection.own_reads import OwnReads
-from proxy.connection.state import Arrival, HeldFetch, HeldRepeat
-from proxy.connection.upstream_link import UpstreamLink
-from proxy.held.decision import FetchDecision
-from proxy.held.delayed import DelayedFetch
-from proxy.held.fetch_answer import nothing_to_tell
-from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.fetch_session import ContextKind, FetchContext
-from proxy.held.service import HeldRequests
-from proxy.held.ticket import FetchTicket
+from proxy.held.client_upstream import ClientUpstream
+from proxy.held.fetch.ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
+from proxy.held.fetch.answer import nothing_to_tell
+from proxy.held.fetch.decision import FetchDecision
+from proxy.held.fetch.delayed import DelayedFetch
+from proxy.held.fetch.frames import EmptyAnswers, frame_parts, is_empty
+from proxy.held.fetch.own_reads import OwnReads
+from proxy.held.fetch.path import FetchPath
+from proxy.held.fetch.repeat import FetchRepeat
+from proxy.held.fetch.session import ContextKind, FetchContext
+from proxy.held.fetch.ticket import FetchTicket
 from proxy.observability.metrics import Metrics
 from proxy.observability.outcomes import Outcome
 from proxy.primitives.memory import MemoryPool
@@ -34,17 +34,60 @@ from proxy.routing.rewrite import BrokerDirectory, RequestPlan, advertise_node_e
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode
 from wire.framing import frame as framed
-from wire.headers import (
-    RequestHeader,
-    encode_request_header,
-    parse_response_header,
-)
+from wire.headers import RequestHeader, encode_request_header, parse_response_header
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
-__all__ = ["ClientFetches", "FetchAnswer"]
+__all__ = ["ClientFetch", "ClientFetches", "FetchAnswer", "FetchStart"]
 
 _SIZE_BYTES = 4
+
+
+@dataclass(slots=True, eq=False)
+class ClientFetch:
+    """One client fetch the proxy answers itself, from its plan to its written answer.
+
+    Attributes:
+        plan: its request's plan (a repeat's is the learnt fetch's: its header names the API
+            and the client for the request's record).
+        correlation_id: the client's.
+        ticket: planned and decided; None for a repeat held from its bytes, until its answer
+            makes one (after news).
+        repeat: the template a repeat matched; ``hold`` its wait in the purgatory, entered at
+            ``held_from_s`` (trio clock).
+        first_sent: its first look went upstream on the client's own connection (with the
+            client's correlation id, or as the read-ahead ``ahead_id`` of the proxy's own).
+    """
+
+    plan: RequestPlan
+    correlation_id: int
+    ticket: FetchTicket | None = None
+    repeat: FetchRepeat | None = None
+    hold: DelayedFetch | None = None
+    held_from_s: float = 0.0
+    first_sent: bool = False
+    ahead_id: int | None = None
+
+    @property
+    def first_look_id(self) -> int | None:
+        """The correlation id whose answer the client's upstream connection owes this fetch,
+        paid for before it was sent (None: it owes none, or a read-ahead's, awaited already)."""
+        return self.correlation_id if self.first_sent and self.ahead_id is None else None
+
+
+class FetchStart(NamedTuple):
+    """What the request pump does with a fetch once started: send ``first_look`` (a frame)
+    on the client's upstream connection, or owe it as it is, waking the response pump unless
+    the end of its hold will (``wake``). ``muted_s``: the time it waited for the pool."""
+
+    first_look: bytes | None
+    muted_s: float
+    wake: bool
+
+
+#: A fetch held at once or a claimed read-ahead: nothing to send, no pool wait.
+_HELD = FetchStart(None, 0.0, wake=False)
+_CLAIMED = FetchStart(None, 0.0, wake=True)
 
 
 class FetchAnswer(NamedTuple):
@@ -62,13 +105,12 @@ class ClientFetches:
     """The held fetches of one client connection.
 
     Args:
-        held: the proxy's held-requests service.
+        path: the proxy's held fetch path.
         node_id: the broker whose port the connection is on (its fetch sessions are there).
         pool: where an active consumer's first look pays its response budget (KIP-72).
         brokers: to advertise the brokers a response names (KIP-951 node endpoints).
-        upstream: the connection's upstream link (first looks; passthrough reads).
-        respond_wake: the lot the response pump parks on; a fetch held at once unparks it
-            when it is done.
+        upstream: the connection's own upstream connection (first looks; passthrough reads).
+        wake: the lot the response pump parks on; a fetch held at once unparks it when done.
         passthrough: the client's identity reads its records (see the module header).
         metrics: read-aheads are counted there.
 
@@ -79,33 +121,30 @@ class ClientFetches:
 
     def __init__(
         self,
-        held: HeldRequests,
+        path: FetchPath,
         node_id: int,
         pool: MemoryPool,
         brokers: BrokerDirectory,
-        upstream: UpstreamLink,
-        respond_wake: trio.lowlevel.ParkingLot,
+        upstream: ClientUpstream,
+        wake: trio.lowlevel.ParkingLot,
         *,
         passthrough: bool,
         metrics: Metrics,
     ) -> None:
-        self._held = held
+        self._path = path
         self._node_id = node_id
         self._pool = pool
         self._brokers = brokers
         self._upstream = upstream
-        self._respond_wake = respond_wake
+        self._wake = wake
         self._passthrough = passthrough
         # Passthrough: the partitions (as the client names them) this connection has fetched
         # itself, the only ones its fetches may be answered about from the proxy's knowledge.
         self._known: set[tuple[object, int]] | None = set() if passthrough else None
-        self._tickets: set[FetchTicket] = set()  # their pool leases are released on close
+        self._fetches: set[ClientFetch] = set()  # their memory and holds, until finished
         self._turn = trio.Semaphore(1)
         # The last idle incremental fetch, and the plan it had, to recognise its repeats.
         self._repeat: tuple[FetchRepeat, RequestPlan] | None = None
-        # A held repeat's wait, and the ticket its answer made if news came, until answered.
-        self._repeat_hold: DelayedFetch | None = None
-        self._repeat_ticket: FetchTicket | None = None
         self._empty_answers = EmptyAnswers()
         # The upstream request of the first look of the fetch whose turn it is, when it went
         # on this connection (what a read-ahead is predicted from), and the read-ahead in
@@ -119,16 +158,18 @@ class ClientFetches:
         self._aheads_discarded = read_aheads.labels("discarded")
         self._aheads_expired = read_aheads.labels("expired")
 
+    # -- the request side ----------------------------------------------------------------
+
     @property
     def repeats(self) -> bool:
         """Whether an idle consumer's repeats may come (a template is learnt)."""
         return self._repeat is not None
 
-    def hold_repeat(self, body: memoryview, arrival: Arrival) -> HeldRepeat | None:
+    def hold_repeat(self, body: memoryview) -> ClientFetch | None:
         """Hold an idle consumer's repeated fetch from its bytes, without decoding, planning
-        or a ticket (proxy/held/fetch_repeat.py, FetchHolding.hold_repeat), and return its
-        slot to owe (``wake=False``: the end of the hold wakes the response pump). None: not
-        one, or not now (another fetch's turn, a read-ahead out): start it as usual."""
+        or a ticket (repeat.py, FetchHolding.hold_repeat): started already, its hold's end
+        wakes the response pump. None: not one, or not now (another fetch's turn, a
+        read-ahead out): ``take`` it as usual."""
         if self._repeat is None or self._ahead is not None or not self._turn.value:
             return None
         repeat, plan = self._repeat
@@ -136,21 +177,23 @@ class ClientFetches:
         if matched is None:
             return None
         correlation_id, epoch = matched
-        hold = self._held.holding.hold_repeat(self._node_id, repeat, epoch, self._respond_wake)
+        hold = self._path.holding.hold_repeat(self._node_id, repeat, epoch, self._wake)
         if hold is None:
             return None
         self._turn.acquire_nowait()  # free: checked above, and nothing awaited since
         self._predictions.fetched(None)
-        self._repeat_hold = hold
-        return HeldRepeat(plan, repeat, correlation_id, hold, trio.current_time(), arrival)
+        fetch = ClientFetch(plan, correlation_id, None, repeat, hold, trio.current_time())
+        self._fetches.add(fetch)
+        return fetch
 
-    def ticket(self, plan: RequestPlan, body: memoryview) -> FetchTicket | None:
-        """The ticket of a Fetch the proxy answers itself (None: forward it as it is)."""
+    def take(self, plan: RequestPlan, body: memoryview) -> ClientFetch | None:
+        """The fetch, planned and decided, if the proxy answers it itself (None: forward it
+        as it is)."""
         version = plan.header.api_version
         request = decode(FetchRequest, body[plan.body_offset :], version)
         if request.replica_id >= 0:
             return None  # a follower's fetch: not a client's, not ours to hold
-        ticket = self._held.planner.plan(self._node_id, request, version, self._known)
+        ticket = self._path.planner.plan(self._node_id, request, version, self._known)
         # Repeats are learnt from fetches the proxy knows have nothing new (an active
         # consumer's differ each time, and learning costs three encodes), never in
         # passthrough (which plans only what its connection has read).
@@ -160,7 +203,7 @@ class ClientFetches:
             and _may_repeat(request, ticket.context)
         ):
             self._learn_repeat(plan, body, request, ticket)
-        return ticket
+        return ClientFetch(plan, plan.correlation_id, ticket)
 
     def _learn_repeat(
         self, plan: RequestPlan, body: memoryview, request: FetchRequest, ticket: FetchTicket
@@ -172,118 +215,108 @@ class ClientFetches:
         repeat = FetchRepeat.learn(body, plan.body_offset, request, ticket.version, context)
         self._repeat = None if repeat is None else (repeat, plan)
 
-    async def start(
-        self,
-        plan: RequestPlan,
-        ticket: FetchTicket,
-        arrival: Arrival,
-        owe: Callable[..., Awaitable[None]],
-    ) -> None:
-        """Owe the fetch's slot with ``owe`` (the connection's), in request order; see the
-        module header for the three ways. ``arrival.sent_s`` is replaced by now; its
-        ``muted_s`` grows by any wait for the pool."""
-        link, held = self._upstream, self._held
+    async def start(self, fetch: ClientFetch) -> FetchStart:
+        """Start a fetch from ``take`` once its turn comes (see the module header for the
+        ways); a held repeat is started already."""
+        ticket = fetch.ticket
+        if ticket is None:
+            return _HELD
+        link, path = self._upstream, self._path
         await link.flush()  # what was deferred goes first: the answer may need it
         try:  # (acquire() takes a trip through the scheduler even when the turn is free)
             self._turn.acquire_nowait()
         except trio.WouldBlock:
             await self._turn.acquire()
-        self._tickets.add(ticket)
+        self._fetches.add(fetch)
         first_look: FetchRequest | None = None
         if ticket.decision is FetchDecision.FETCH and link.is_open and not self._passthrough:
-            first_look = held.planner.immediate_request(ticket)
+            first_look = path.planner.immediate_request(ticket)
         self._predictions.fetched(first_look)
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            version = plan.header.api_version
+            version = fetch.plan.header.api_version
             if first_look is not None and serves(ahead, first_look, version, link.generation):
                 # Its first look is asked already (perhaps answered): no new upstream request.
                 ticket.pay(ahead.lease)
                 self._looked = ahead.request
                 self._aheads_used.inc()
-                slot = HeldFetch(plan, ticket, arrival.sent_at(trio.current_time()),
-                                 first_sent=True, ahead_id=ahead.correlation_id)  # fmt: skip
-                await owe(slot)
-                return
+                fetch.first_sent, fetch.ahead_id = True, ahead.correlation_id
+                return _CLAIMED
             self._discard(ahead, self._aheads_discarded)
-        if ticket.decision is FetchDecision.HOLD and held.holding.hold_now(
-            ticket, self._respond_wake
-        ):
-            # Held already: the response pump is woken by the end of the hold, not now.
-            await owe(HeldFetch(plan, ticket, arrival.sent_at(trio.current_time())), wake=False)
-            return
-        muted_s = arrival.muted_s
-        first: bytes | None = None
-        if first_look is not None:
-            lease = self._pool.try_allocate(held.response_max_bytes)
-            if lease is None:
-                parked_s = trio.current_time()
-                lease = await self._pool.allocate(held.response_max_bytes)
-                muted_s += trio.current_time() - parked_s
-            lease.hand_off()  # released by finish (ticket.release)
-            ticket.pay(lease)
-            header = plan.header
-            body = encode(first_look, header.api_version)
-            first = framed(encode_request_header(header), body)
-        arrival = arrival.sent_at(trio.current_time(), muted_s)
-        if first is None or not link.is_open:  # (closed while muted: the shared way, then)
-            await owe(HeldFetch(plan, ticket, arrival))
-            return
+        if ticket.decision is FetchDecision.HOLD and path.holding.hold_now(ticket, self._wake):
+            return _HELD  # the response pump is woken by the end of the hold, not now
+        if first_look is None:
+            return FetchStart(None, 0.0, wake=True)
+        lease = self._pool.try_allocate(path.response_max_bytes)
+        muted_s = 0.0
+        if lease is None:
+            parked_s = trio.current_time()
+            lease = await self._pool.allocate(path.response_max_bytes)
+            muted_s = trio.current_time() - parked_s
+        lease.hand_off()  # released by finish (ticket.release)
+        ticket.pay(lease)
+        if not link.is_open:  # closed while muted: the shared way, then
+            return FetchStart(None, muted_s, wake=True)
+        header = fetch.plan.header
         self._looked = first_look
-        await link.forward(
-            owe, HeldFetch(plan, ticket, arrival, first_sent=True), first, may_defer=False
-        )
+        fetch.first_sent = True
+        frame = framed(encode_request_header(header), encode(first_look, header.api_version))
+        return FetchStart(frame, muted_s, wake=True)
 
-    async def answer(self, slot: HeldFetch) -> FetchAnswer:
-        """Build (hold, if need be) the response to ``slot``'s fetch."""
-        ticket, header = slot.ticket, slot.plan.header
+    # -- the response side ---------------------------------------------------------------
+
+    async def answer(self, fetch: ClientFetch) -> FetchAnswer:
+        """Build (hold, if need be) the response to ``fetch``."""
+        if fetch.ticket is None:
+            return await self._answer_repeat(fetch)
+        ticket, header = fetch.ticket, fetch.plan.header
         version = header.api_version
-        header_version = response_header_version(ApiKey.FETCH, version)
         reads, first = None, None
         if self._known is not None:  # passthrough: the client's own identity reads
             reads = OwnReads(self._upstream, header.client_id, self._known)
-        elif slot.first_sent:
-            ahead_id = slot.ahead_id
+        elif fetch.first_sent:
+            ahead_id = fetch.ahead_id
             frame = await self._upstream.answer(
-                slot.plan.correlation_id if ahead_id is None else ahead_id
+                fetch.correlation_id if ahead_id is None else ahead_id
             )
             body = memoryview(frame)[_SIZE_BYTES:]
-            _, start = parse_response_header(body, header_version)
+            _, start = parse_response_header(body, response_header_version(ApiKey.FETCH, version))
             first = decode(FetchResponse, body[start:], version)
             if ahead_id is not None and _has_error(first):
                 # Read before the client asked: an error may be stale. Ask afresh (the shared
-                # way: HeldRequests.answer's own first look).
+                # way: FetchPath.answer's own first look).
                 ticket.release()
                 first = None
         looked, self._looked = self._looked, None
-        response = await self._held.answer(ticket, reads, first)
+        response = await self._path.answer(ticket, reads, first)
         if looked is not None and first is not None and not ticket.held_ms and not ticket.expired:
             await self._read_ahead(looked, response, header, ticket.request.max_wait_ms)
-        return self._answer_of(response, ticket, version, slot.plan.correlation_id)
+        return self._answer_of(response, ticket, version, fetch.correlation_id)
 
-    async def answer_repeat(self, slot: HeldRepeat) -> FetchAnswer:
+    async def _answer_repeat(self, fetch: ClientFetch) -> FetchAnswer:
         """The response to a repeat held from its bytes (``hold_repeat``): once its hold ends
         by its deadline with nothing to tell, the session's empty answer, built from nothing
         but the correlation id; after news (or something to tell), a ticket and the usual
         answer (re-fetched, built, encoded)."""
-        hold, repeat = slot.hold, slot.repeat
+        hold, repeat = fetch.hold, fetch.repeat
+        assert hold is not None and repeat is not None
         await hold.wait()
-        session, held = repeat.session, self._held
+        session, path = repeat.session, self._path
         if (
             hold.expired
             and session is not None
-            and nothing_to_tell(repeat.context, held.states, held.names)
+            and nothing_to_tell(repeat.context, path.states, path.names)
         ):
-            held_ms = (trio.current_time() - slot.held_from_s) * 1000
+            held_ms = (trio.current_time() - fetch.held_from_s) * 1000
             frame = self._empty_answers.frame(
-                session.session_id, repeat.version, slot.correlation_id
+                session.session_id, repeat.version, fetch.correlation_id
             )
-            return FetchAnswer([frame], len(frame), None, slot.held_from_s, "expired", held_ms)
-        ticket = self._repeat_ticket = FetchTicket.of_repeat(self._node_id, repeat, hold,
-                                                             slot.held_from_s)  # fmt: skip
-        self._tickets.add(ticket)  # its re-fetch's lease is released by finish or abandon
-        response = await held.answer(ticket)
-        return self._answer_of(response, ticket, repeat.version, slot.correlation_id)
+            return FetchAnswer([frame], len(frame), None, fetch.held_from_s, "expired", held_ms)
+        # Its re-fetch's lease is released by finish or abandon.
+        ticket = fetch.ticket = FetchTicket.of_repeat(self._node_id, repeat, hold,
+                                                      fetch.held_from_s)  # fmt: skip
+        response = await path.answer(ticket)
+        return self._answer_of(response, ticket, repeat.version, fetch.correlation_id)
 
     def _answer_of(
         self, response: FetchResponse, ticket: FetchTicket, version: int, correlation_id: int
@@ -306,13 +339,13 @@ class ClientFetches:
         self, looked: FetchRequest, response: FetchResponse, header: RequestHeader, wait_ms: int
     ) -> None:
         """Send the read-ahead of the client's next fetch (``header``: its last fetch's, whose
-        max wait was ``wait_ms``), if there is one worth sending (fetch_ahead.Predictions) and
+        max wait was ``wait_ms``), if there is one worth sending (ahead.Predictions) and
         pool memory nobody waits for, while the pool stays at least half free with it."""
         link, pool = self._upstream, self._pool
         request = self._predictions.answered(looked, response)
         if request is None or self._ahead is not None or not link.is_open:
             return
-        size = self._held.response_max_bytes
+        size = self._path.response_max_bytes
         if pool.limit_bytes >= 0 and pool.available_bytes - size < pool.limit_bytes / 2:
             return  # consumers that pause with one out hold at most half the pool
         lease = pool.try_allocate(size)
@@ -357,24 +390,22 @@ class ClientFetches:
         ahead.release()
         outcome.inc()
 
-    def finish(self, ticket: FetchTicket | None = None) -> None:
-        """The response is written: its memory is the pool's again, the next fetch's turn.
-        ``ticket``: the fetch's (None: a held repeat's, with the ticket its answer made, if
-        it made one)."""
-        if ticket is None:
-            ticket, self._repeat_ticket, self._repeat_hold = self._repeat_ticket, None, None
-        if ticket is not None:
-            ticket.release()
-            self._tickets.discard(ticket)
+    def finish(self, fetch: ClientFetch) -> None:
+        """``fetch``'s answer is written: its memory is the pool's again, the next fetch's
+        turn."""
+        if fetch.ticket is not None:
+            fetch.ticket.release()
+        self._fetches.discard(fetch)
         self._turn.release()
 
     def abandon(self) -> None:
         """The connection ended: no fetch of it keeps memory or a place in the purgatory."""
-        for ticket in self._tickets:
-            ticket.abandon()
-        hold, self._repeat_hold = self._repeat_hold, None
-        if hold is not None:
-            hold.force_complete()
+        for fetch in self._fetches:
+            if fetch.ticket is not None:
+                fetch.ticket.abandon()
+            if fetch.hold is not None and not fetch.hold.is_completed:
+                fetch.hold.force_complete()
+        self._fetches.clear()
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             self._discard(ahead, self._aheads_discarded)
@@ -388,9 +419,9 @@ def _has_error(response: FetchResponse) -> bool:
 
 
 def _may_repeat(request: FetchRequest, context: FetchContext) -> bool:
-    """Whether ``request`` is what an idle consumer repeats (proxy/held/fetch_repeat.py): a
-    fetch that may wait, and either incremental, changing nothing in its session, or
-    sessionless (closing no session: the repeat would skip that)."""
+    """Whether ``request`` is what an idle consumer repeats (repeat.py): a fetch that may
+    wait, and either incremental, changing nothing in its session, or sessionless (closing no
+    session: the repeat would skip that)."""
     if request.max_wait_ms <= 0:
         return False
     if context.kind is ContextKind.INCREMENTAL:

@@ -1,19 +1,20 @@
-# Strategy: when a Fetch arrives, its session is applied and the one decision is made (answer now,
-# hold, or fetch: proxy/held/decision.py) from what the proxy knows of its partitions. Planning
-# is synchronous and never touches the network; it also builds the upstream request a ticket's
-# reads send.
+# Strategy: when a Fetch arrives, its session is applied and the one decision is made (answer
+# now, hold, or fetch: decision.py) from what the proxy knows of its partitions; its deadline is
+# proxy/held/deadlines.py's. Planning is synchronous and never touches the network; it also
+# builds the upstream request a ticket's reads send.
 """A client fetch's arrival: its session applied, its decision made, its upstream request."""
 
 from __future__ import annotations
 
 from collections.abc import Container
 
-from proxy.held.brokers import BrokerResources
-from proxy.held.decision import decide_fetch
-from proxy.held.fetch_answer import canonical, upstream_request
-from proxy.held.fetch_session import FetchContext
+from proxy.held.deadlines import fetch_deadline_ms
+from proxy.held.fetch.answer import canonical, upstream_request
+from proxy.held.fetch.brokers import BrokerResources
+from proxy.held.fetch.decision import decide_fetch
+from proxy.held.fetch.session import FetchContext
+from proxy.held.fetch.ticket import FetchTicket
 from proxy.held.partition_state import PartitionStates
-from proxy.held.ticket import FetchTicket
 from proxy.primitives.purgatory import current_time_ms
 from proxy.routing.topic_names import TopicNames
 from wire.messages.fetch_request import FetchRequest
@@ -65,7 +66,7 @@ class FetchPlanner:
             request.max_wait_ms,
             lambda context: self.nothing_new(context, isolation, now_ms, known),
         )
-        deadline_ms = now_ms + max(request.max_wait_ms, 0)
+        deadline_ms = fetch_deadline_ms(now_ms, request.max_wait_ms)
         return FetchTicket(request, version, node_id, context, deadline_ms, decision)
 
     def nothing_new(

@@ -14,11 +14,11 @@ import trio
 
 from proxy.address import Address
 from proxy.config import FetchSection
-from proxy.held.fetch_answer import canonical
-from proxy.held.fetch_session import FetchSessionCache
-from proxy.held.offset_watcher import OffsetWatcher
+from proxy.held.fetch.answer import canonical
+from proxy.held.fetch.offset_watcher import OffsetWatcher
+from proxy.held.fetch.session import FetchSessionCache
+from proxy.held.fetch.watcher import UpstreamWatcher
 from proxy.held.partition_state import PartitionStates
-from proxy.held.watcher import UpstreamWatcher
 from proxy.observability.metrics import Metrics
 from proxy.primitives.purgatory import Purgatory
 from proxy.routing.topic_names import TopicNames

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from proxy.held.decision import FetchDecision
-from proxy.held.fetch_repeat import FetchRepeat
-from proxy.held.fetch_session import FetchContext
+from proxy.held.fetch.decision import FetchDecision
+from proxy.held.fetch.repeat import FetchRepeat
+from proxy.held.fetch.session import FetchContext
 from wire.messages.fetch_request import FetchRequest
 
 if TYPE_CHECKING:
-    from proxy.held.delayed import DelayedFetch
+    from proxy.held.fetch.delayed import DelayedFetch
     from proxy.primitives.lease import Lease, LeaseShare, SharedLease
 
 __all__ = ["FetchTicket"]
@@ -29,9 +29,9 @@ class FetchTicket:
         request: the client's request, decoded.
         version: its Fetch version (the upstream fetches use the same one).
         node_id: the broker it was sent to.
-        context: its session context (proxy/held/fetch_session.py).
+        context: its session context (proxy/held/fetch/session.py).
         deadline_ms: arrival + max_wait_ms, on the purgatory's clock.
-        decision: what the proxy does with it on arrival (proxy/held/decision.py).
+        decision: what the proxy does with it on arrival (proxy/held/fetch/decision.py).
         held_ms: time spent in the purgatory so far.
         expired: its wait ended by its deadline.
         hold: its wait in the purgatory, entered on arrival (HOLD) and not yet awaited,
