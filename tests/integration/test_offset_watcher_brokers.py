@@ -16,8 +16,8 @@ import pytest
 import trio
 
 from proxy.address import Address
-from proxy.held.fetch.delayed import DelayedFetch
 from proxy.held.fetch.answer import FetchResults, learn
+from proxy.held.fetch.delayed import DelayedFetch
 from proxy.held.fetch.offset_watcher import LATEST, LIST_OFFSETS_VERSION, OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.observability.metrics import Metrics

@@ -10,8 +10,8 @@ from __future__ import annotations
 import collections
 import typing
 
-from proxy.held.fetch.client import FetchAnswer
 from proxy.connection.records import Recorder, request_record
+from proxy.held.fetch.client import FetchAnswer
 from proxy.observability.outcomes import MEANINGS, OUTCOMES, Outcome
 from proxy.observability.request_log import RequestRecord
 from tests.pipeline._traffic import TrafficRun

@@ -1,10 +1,11 @@
-# Strategy: the whole proxy (serve(), its listeners, connections, purgatories and watchers) in
-# the test's own trio run, with no sockets: listeners are in-memory (MemoryListeners, the
-# proxy's ListenerFactory), upstream connections go to a ScriptedBroker through its dialer, and
-# clients speak the wire/ codec over trio memory streams (WireClient). Under trio's MockClock
-# with autojump every timeout, long-poll and purgatory deadline is exact virtual time, so the
-# tests assert *when* an answer came, not only what it said.
-"""In-process proxy harness: serve() over memory streams against a scripted broker."""
+# Strategy: the whole proxy (what proxy/assembly.py builds, run by proxy/server.run: its
+# listeners, connections, purgatories and watchers) in the test's own trio run, with no
+# sockets: listeners are in-memory (MemoryListeners, the proxy's ListenerFactory), upstream
+# connections go to a ScriptedBroker through its dialer, and clients speak the wire/ codec over
+# trio memory streams (WireClient). Under trio's MockClock with autojump every timeout,
+# long-poll and purgatory deadline is exact virtual time, so the tests assert *when* an answer
+# came, not only what it said.
+"""In-process proxy harness: the whole proxy over memory streams against a scripted broker."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import trio
 import trio.testing
 
+from proxy.assembly import Assembly, assemble
 from proxy.config import Config
 from proxy.connection.listeners import AnyListener
-from proxy.server import Running, serve
+from proxy.server import Running, run
 from tests.support.scripted_broker import BROKER, NODE_ID, ScriptedBroker, ScriptedDialer
 from wire.apis import response_header_version
 from wire.codec import decode_response, encode
@@ -113,6 +115,7 @@ class WireClient:
 
 @dataclass
 class InProcessProxy:
+    assembly: Assembly  # what the process owns (proxy/assembly.py)
     running: Running
     listeners: MemoryListeners
     dialer: ScriptedDialer
@@ -141,20 +144,18 @@ def config(**sections: dict[str, Any]) -> Config:
 async def proxy_in_process(
     broker: ScriptedBroker, **sections: dict[str, Any]
 ) -> AsyncIterator[InProcessProxy]:
-    """serve() against ``broker`` until the block ends; it has learnt the broker on entry."""
+    """The proxy against ``broker`` until the block ends (built as serve() builds it, run by
+    the server's nursery tree); it has learnt the broker on entry."""
     async with trio.open_nursery() as nursery:
         dialer = ScriptedDialer(broker, nursery)
         listeners = MemoryListeners()
         shutdown = trio.CancelScope()
-        running: Running = await nursery.start(
-            partial(
-                serve, config(**sections), [BROKER], shutdown, dialer=dialer, listeners=listeners
-            )
-        )
+        assembly = assemble(config(**sections), [BROKER], dialer=dialer, listeners=listeners)
+        running: Running = await nursery.start(partial(run, assembly, shutdown))
         while running.services.routing.proxy_port_of(NODE_ID) is None:
             await trio.sleep(0.001)
         broker.requests.clear()
-        yield InProcessProxy(running, listeners, dialer, broker, shutdown)
+        yield InProcessProxy(assembly, running, listeners, dialer, broker, shutdown)
         nursery.cancel_scope.cancel()
 
 

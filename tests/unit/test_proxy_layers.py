@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"held"},
     {"connection"},
     {"reload"},
+    {"assembly"},
     {"server"},
     {"cli"},
     {"__main__"},

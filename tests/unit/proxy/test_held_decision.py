@@ -4,8 +4,8 @@ on a produce's hold, as pure functions (proxy/held/fetch/decision.py)."""
 from __future__ import annotations
 
 from proxy.held.deadlines import produce_hold_ms
-from proxy.held.fetch.decision import FetchDecision, decide_after_read, decide_fetch
 from proxy.held.fetch.answer import FetchResults
+from proxy.held.fetch.decision import FetchDecision, decide_after_read, decide_fetch
 from proxy.held.fetch.session import FetchSessionCache
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import PartitionData

@@ -9,7 +9,6 @@ from uuid import UUID
 import trio
 import trio.testing
 
-from proxy.held.fetch.delayed import DelayedFetch
 from proxy.held.fetch.answer import (
     FetchResults,
     build_response,
@@ -19,6 +18,7 @@ from proxy.held.fetch.answer import (
     satisfied,
     upstream_request,
 )
+from proxy.held.fetch.delayed import DelayedFetch
 from proxy.held.fetch.session import ContextKind, FetchSessionCache
 from proxy.held.partition_state import PartitionStates
 from proxy.primitives.framed import FrameReader

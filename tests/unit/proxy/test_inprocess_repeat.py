@@ -11,9 +11,9 @@ import pytest
 import trio
 import trio.testing
 
-from proxy.held.fetch.session import INVALID_FETCH_SESSION_EPOCH
 from proxy.held.fetch.holding import FetchHolding
 from proxy.held.fetch.planning import FetchPlanner
+from proxy.held.fetch.session import INVALID_FETCH_SESSION_EPOCH
 from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
 from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
 from wire.messages.fetch_request import FetchRequest
