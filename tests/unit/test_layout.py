@@ -1,12 +1,20 @@
-# Strategy: issue 17's layout rule, checked on the source rather than trusted. bench/ and
-# tests/ share their stack helpers through testbed/ and never import each other, and testbed/
-# imports neither (otherwise the one-way split would be circular again). Every .py file of
-# the three packages is parsed with `ast` (nothing is imported, so the check is fast and
-# cannot be fooled by import side effects) and every module it names is collected: `import
-# x`, `from x import y`, relative imports resolved against the file's own package, and
-# importlib.import_module / __import__ with a literal name. Running a benchmark as a
-# process (`python -m bench.fanin` in a subprocess) is not an import and stays allowed.
-"""bench/ never imports tests, tests/ never imports bench, testbed/ imports neither."""
+# Strategy: the top-level packages are stacked, as proxy/'s folders are (test_proxy_layers.py):
+# a package imports only itself and the packages below it, never one beside or above, so each
+# can be read, installed and tested knowing only what lies beneath it.
+#
+#   wire, pipeline     the Kafka wire protocol (sans I/O); the report over the request log,
+#                      which reads the log as documented and imports nothing of the proxy
+#   proxy              the proxy (its command line imports pipeline for `report`)
+#   testbed            stack helpers the tests and the benchmarks share
+#   bench, tests       never each other: tests run a benchmark as a process, never import it
+#
+# Checked on the source rather than trusted: every .py file is parsed with `ast` (nothing is
+# imported, so the check is fast and cannot be fooled by import side effects) and every module
+# it names is collected: `import x`, `from x import y`, relative imports resolved against the
+# file's own package, imports under TYPE_CHECKING or inside functions, and
+# importlib.import_module / __import__ with a literal name. Running a module as a process
+# (`python -m bench.fanin` in a subprocess) is not an import and stays allowed.
+"""No import runs back up between the top-level packages: each imports only those below it."""
 
 from __future__ import annotations
 
@@ -16,12 +24,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: package -> the top-level packages it must not import.
-FORBIDDEN = {"bench": {"tests"}, "tests": {"bench"}, "testbed": {"bench", "tests"}}
+#: The top-level packages from the ground up; two packages of one layer do not import each other.
+LAYERS: list[set[str]] = [
+    {"wire", "pipeline"},
+    {"proxy"},
+    {"testbed"},
+    {"bench", "tests"},
+]
+RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
 
 
 def imported_modules(source: str, module: str) -> set[str]:
-    """Every module ``source`` (the text of dotted module ``module``) imports, dotted."""
+    """Every module ``source`` (the text of dotted module ``module``) imports, dotted;
+    ``module`` names a package's ``__init__`` as the package itself plus ``.__init__``."""
     package = module.split(".")[:-1]
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
@@ -50,25 +65,41 @@ def imported_modules(source: str, module: str) -> set[str]:
     return names
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def violations(package: str) -> list[str]:
+def upward_imports(package: str, root: Path = ROOT) -> list[str]:
+    """Each import in ``package`` of a top-level package beside or above it."""
     found = []
-    for path in sorted((ROOT / package).rglob("*.py")):
-        module = _module_name(path)
+    for path in sorted((root / package).rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
         for name in sorted(imported_modules(path.read_text(encoding="utf-8"), module)):
-            if name.split(".")[0] in FORBIDDEN[package]:
-                found.append(f"{path.relative_to(ROOT)} imports {name}")
+            other = name.split(".")[0]
+            if other != package and RANK.get(other, -1) >= RANK[package]:
+                found.append(f"{path.relative_to(root)} imports {name}")
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_package_imports_none_of_the_forbidden_packages(package: str) -> None:
-    assert (ROOT / package / "__init__.py").exists()
-    assert violations(package) == []
+def test_every_top_level_package_is_in_a_layer() -> None:
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")}
+    assert packages == set(RANK)
+
+
+@pytest.mark.parametrize("package", sorted(RANK))
+def test_no_import_runs_back_up(package: str) -> None:
+    assert upward_imports(package) == []
+
+
+def test_the_check_sees_an_import_beside_or_above(tmp_path: Path) -> None:
+    generator = tmp_path / "wire" / "_generate" / "__init__.py"
+    generator.parent.mkdir(parents=True)
+    generator.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import testbed\n"
+    )
+    report = tmp_path / "pipeline" / "markdown.py"
+    report.parent.mkdir()
+    report.write_text("def glossary():\n    from proxy.observability import outcomes\n")
+    assert upward_imports("wire", tmp_path) == ["wire/_generate/__init__.py imports testbed"]
+    assert upward_imports("pipeline", tmp_path) == [
+        "pipeline/markdown.py imports proxy.observability"
+    ]
 
 
 @pytest.mark.parametrize(
