@@ -21,7 +21,8 @@ from pydantic import SecretStr
 from proxy.address import Address
 from proxy.primitives.framed import FrameReader
 from proxy.security.sasl_client import SaslAuthenticationFailed, reauthentication_delay_ms
-from proxy.security.secure_upstream import SecuredStream, UpstreamSecurity, keep_authenticated
+from proxy.security.secure_upstream import UpstreamSecurity, keep_authenticated
+from proxy.security.secured_stream import SecuredStream
 from proxy.security.security_config import UpstreamSaslSection
 from testbed.sasl_front import CloseConnection, SaslPolicy, SaslSession, _read_frame
 from wire.apis import ApiKey
