@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from bench._fanin_config import QUIET_MARGIN_S, proxy_settings
 from bench._peers_config import Config
 from bench._peers_fanin import KafkaTarget, fanin_row
 from bench._peers_load import (
@@ -39,7 +40,6 @@ from bench._peers_load import (
 )
 from bench._peers_memory import memory_row
 from bench._peers_routes import FORWARDERS, Availability, Route, running_route, running_routes
-from bench.fanin import QUIET_MARGIN_S, proxy_settings
 from testbed.kafka_cluster import KafkaCluster
 from testbed.kafka_jmx import request_meters
 from testbed.processes import free_port

@@ -25,11 +25,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench._fanin_config import Config
+from bench._fanin_runner import run as run_fanin
 from bench._fanin_stack import BROKERS
 from bench._idle_cycle_ab import compare
 from bench._idle_floor import measure_floor
-from bench.fanin import Config
-from bench.fanin import run as run_fanin
 from testbed.report import command_line, machine_line, publish
 
 __all__ = ["main", "proxy_us"]
