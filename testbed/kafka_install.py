@@ -7,7 +7,7 @@ into ``<cache>/kafka-<version>/libs``; the broker is then ``java -cp 'libs/*' ka
 A finished install is marked by a stamp file, so a second call costs nothing and an
 interrupted one is redone.
 
-``resolve_classpath`` does the same for any such POM (bench/peers.py resolves Kroxylicious so).
+``resolve_classpath`` does the same for any such POM (bench.peers resolves Kroxylicious so).
 
 ``python -m testbed.kafka_install`` installs every pinned line (``make test`` runs it);
 ``--version V`` one of them; ``--print-libs`` prints the classpath folder;

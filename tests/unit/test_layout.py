@@ -107,7 +107,7 @@ def test_the_check_sees_an_import_beside_or_above(tmp_path: Path) -> None:
     [
         "import bench.fanin",
         "import os, bench",
-        "from bench._fanin_consumer import FetchSession",
+        "from bench.fanin.consumer import FetchSession",
         "from bench import fanin",
         "def f():\n    from bench.throughput import run\n",
         "import importlib\nimportlib.import_module('bench.fanin')",
