@@ -68,7 +68,7 @@ def _setting(text: str) -> tuple[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.fanin", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="N = 100, 1,000; 5 s windows")
     parser.add_argument("--n", type=_parse_ns, help="comma-separated consumer counts")
     parser.add_argument("--seconds", type=float, help="measurement window per route")

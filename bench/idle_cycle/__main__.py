@@ -73,7 +73,7 @@ def render(n: int, seconds: float, rounds: int, values: dict[str, list[tuple[flo
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.idle_cycle", description=__doc__)
     parser.add_argument("--n", type=int, default=_DEFAULT_N, help="connections")
     parser.add_argument("--seconds", type=float, default=30.0, help="window per route")
     parser.add_argument("--rounds", type=int, default=3)

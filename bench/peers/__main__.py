@@ -146,7 +146,7 @@ def _parse_list(allowed: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness only")
     parser.add_argument("--families", type=_parse_list(FAMILIES), help="comma-separated families")
     parser.add_argument(

@@ -38,7 +38,7 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.purgatory", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="200,000 requests per point")
     parser.add_argument("--json", type=Path, help="write rows and saturation summaries here")
     parser.add_argument("--requests", type=int, help="requests per point (default 1,000,000)")
