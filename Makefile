@@ -69,7 +69,7 @@ bench: $(FULL_STAMP)
 	$(BIN)/python -m bench.purgatory
 	$(BIN)/python -m bench.fairness
 	$(BIN)/python -m bench.throughput
-	$(BIN)/python -m bench._throughput_tls
+	$(BIN)/python -m bench.throughput.tls
 	$(BIN)/python -m bench.relay_floor
 	$(BIN)/python -m bench.idle_cycle
 	$(BIN)/python -m bench.peers

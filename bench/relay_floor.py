@@ -2,7 +2,7 @@
 # 1 KiB records at >= 0.9x direct. How close to direct can *any* forwarder on this machine get?
 # Two cut-through relays stand in for the least a forwarder can do: each decodes only the
 # responses that name brokers (Metadata, FindCoordinator, DescribeCluster, rewritten as
-# bench/_fanin_relay.py does, so the client stays behind the relay) and passes every other
+# bench/fanin/relay.py does, so the client stays behind the relay) and passes every other
 # response on as its bytes arrive, without waiting for the whole frame and without looking
 # inside it (no fetch session, no decode, no memory pool):
 #
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import trio
 
-from bench._fanin_relay import RelayStats, _open_listener, _requests
+from bench.fanin.relay import RelayStats, _open_listener, _requests
 from testbed.cluster_rewrite import ClusterView, NodeAddress, rewrite_response
 from testbed.report import command_line, machine_line, publish
 from wire.framing import size_prefix
@@ -180,7 +180,7 @@ async def _serve(mode: str, port: int, upstream_host: str, upstream_port: int) -
 @contextlib.contextmanager
 def _route(name: str, proxy_tree: str) -> Iterator[tuple[str, int | None]]:
     """Broker plus forwarder for ``name``; yields the bootstrap and the forwarder's PID."""
-    from bench._throughput_routes import BASELINE_PREFIX, running_route
+    from bench.throughput.routes import BASELINE_PREFIX, running_route
     from testbed.processes import free_port, running_process, running_tansu
 
     if name in ("copy", "splice"):
@@ -202,7 +202,7 @@ _GOAL = 0.9
 
 def _measure(rounds: int, records: int, proxy_tree: str) -> tuple[dict[str, list[float]], ...]:
     """Each route's consume rate (MB/s) and forwarder CPU seconds, per round."""
-    from bench._throughput_load import (
+    from bench.throughput.load import (
         ProcessWatch,
         consume_throughput,
         create_topic,

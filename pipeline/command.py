@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from pipeline.inputs import unusable_local_logs
 
@@ -54,8 +55,12 @@ def add_arguments(report: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the report; returns the process exit code."""
+def run(args: argparse.Namespace, outcome_meanings: Sequence[tuple[str, str]]) -> int:
+    """Run the report; returns the process exit code.
+
+    ``outcome_meanings`` is the glossary of report.md's outcomes: every outcome the log's
+    writer may write, in order, with what it means (the proxy's command line passes its own).
+    """
     try:
         from pipeline.errors import ReportError
         from pipeline.report import run_report
@@ -68,7 +73,12 @@ def run(args: argparse.Namespace) -> int:
         return USER_ERROR
     try:
         summary = run_report(
-            args.logs, args.out, master=args.master, window_s=args.window_s, verbose=args.verbose
+            args.logs,
+            args.out,
+            outcome_meanings=outcome_meanings,
+            master=args.master,
+            window_s=args.window_s,
+            verbose=args.verbose,
         )
     except ReportError as exc:
         print(f"purgatory-proxy report: {exc}", file=sys.stderr)

@@ -4,16 +4,17 @@
 # (apart from the waits the protocol asks for), what did the purgatory do with the fetches,
 # how did each broker do, what went wrong (outcomes, error codes), was memory or fairness a
 # problem, who talked most. Every word a reader could look up is defined where it is used:
-# the outcomes from proxy/observability/outcomes.py and the waits and kinds of fetch answers from
-# pipeline/waits.py, the same lists the proxy and the tables use.
+# the outcomes from the glossary the report is given (the command line passes the proxy's own,
+# proxy/observability/outcomes.py; the pipeline imports nothing of the proxy) and the waits and
+# kinds of fetch answers from pipeline/waits.py, the same lists the proxy and the tables use.
 """The text of report.md."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pipeline.waits import AT_ONCE, EXPIRED, FETCH, FETCH_ANSWERS, WOKEN
-from proxy.observability.outcomes import MEANINGS, OUTCOMES
 
 __all__ = ["ERROR_CODES_URL", "report_markdown"]
 
@@ -126,7 +127,7 @@ def _brokers(brokers: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _outcomes(outcomes: dict[str, int]) -> list[str]:
+def _outcomes(outcomes: dict[str, int], meanings: Sequence[tuple[str, str]]) -> list[str]:
     lines = [
         "",
         "## Outcomes",
@@ -136,8 +137,8 @@ def _outcomes(outcomes: dict[str, int]) -> list[str]:
         "| outcome | requests | meaning |",
         "| --- | ---: | --- |",
     ]
-    lines += [f"| {name} | {outcomes.get(name, 0)} | {MEANINGS[name]} |" for name in OUTCOMES]
-    unknown = sorted(set(outcomes) - set(OUTCOMES))
+    lines += [f"| {name} | {outcomes.get(name, 0)} | {text} |" for name, text in meanings]
+    unknown = sorted(set(outcomes) - {name for name, _ in meanings})
     lines += [f"| {name} | {outcomes[name]} | not written by this version |" for name in unknown]
     return lines
 
@@ -192,14 +193,21 @@ def _fairness(fairness: dict[str, Any]) -> list[str]:
     return lines
 
 
-def report_markdown(summary: dict[str, Any], tables: dict[str, Rows], plots: list[str]) -> str:
-    """report.md for ``summary`` (see pipeline/report.py); ``plots`` are paths under --out."""
+def report_markdown(
+    summary: dict[str, Any],
+    tables: dict[str, Rows],
+    plots: list[str],
+    outcome_meanings: Sequence[tuple[str, str]],
+) -> str:
+    """report.md for ``summary`` (see pipeline/report.py); ``plots`` are paths under --out;
+    ``outcome_meanings`` is every outcome the log's writer may write, in order, with what it
+    means."""
     lines = ["# Request-log report", "", *_time_range(summary)]
     lines += _apis(summary["apis"], waits=False)
     lines += _apis(summary["apis"], waits=True)
     lines += _fetch_answers(summary["fetch_answers"])
     lines += _brokers(summary["brokers"])
-    lines += _outcomes(summary["outcomes"])
+    lines += _outcomes(summary["outcomes"], outcome_meanings)
     lines += _errors_by_code(summary)
     lines += [
         "",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -70,6 +70,7 @@ def run_report(
     logs: str,
     out: str,
     *,
+    outcome_meanings: Sequence[tuple[str, str]],
     master: str = "local[*]",
     window_s: int = 10,
     shuffle_partitions: int = 8,
@@ -118,7 +119,7 @@ def run_report(
                 files.child(out, "summary.json"), (json.dumps(summary, indent=2) + "\n").encode()
             )
             links = [f"plots/{name}.png" for name in plots]
-            markdown = report_markdown(summary, collected, links)
+            markdown = report_markdown(summary, collected, links, outcome_meanings)
             files.write_bytes(files.child(out, "report.md"), markdown.encode())
             stage.result = f"{len(plots)} plots, summary.json, report.md"
     return summary

@@ -3,7 +3,7 @@
 
 __main__.py     `python -m proxy`: the command line
 cli.py          the command line: run, dev-broker, report
-config.py       the one pydantic model of every setting
+config/         the one pydantic model of every setting
 server.py       serve(): wires the collaborators, owns the nursery tree and shutdown
 reload.py       SIGHUP: the TLS files re-read
 errors.py       the proxy's typed errors, one tree

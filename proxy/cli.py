@@ -27,6 +27,7 @@ from proxy.broker.embedded_broker import EmbeddedBroker, tansu_binary
 from proxy.config import Config, ConfigError, load_config, parse_host_port
 from proxy.errors import StartupError
 from proxy.observability.logs import configure_logging
+from proxy.observability.outcomes import MEANINGS
 from proxy.observability.readiness import Readiness
 from proxy.primitives.gc_policy import collect_young_regularly, tune_for_serving
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     log_format: Literal["text", "json"] = getattr(args, "log_format", None) or "text"
     configure_logging("INFO", log_format)
     if args.command == "report":
-        return pipeline_command.run(args)
+        return pipeline_command.run(args, outcome_meanings=tuple(MEANINGS.items()))
     failures: list[BaseException] = []
     try:
         if args.command == "dev-broker":

@@ -7,10 +7,12 @@ into ``<cache>/kafka-<version>/libs``; the broker is then ``java -cp 'libs/*' ka
 A finished install is marked by a stamp file, so a second call costs nothing and an
 interrupted one is redone.
 
-``resolve_classpath`` does the same for any such POM (bench/peers.py resolves Kroxylicious so).
+``resolve_classpath`` does the same for any such POM (bench.peers resolves Kroxylicious so).
 
 ``python -m testbed.kafka_install`` installs every pinned line (``make test`` runs it);
-``--version V`` one of them; ``--print-libs`` prints the classpath folder.
+``--version V`` one of them; ``--print-libs`` prints the classpath folder;
+``--print-clients-jar`` prints the kafka-clients jar of the newest line (or of ``--version``),
+whose message schemas wire's generated tables follow (``python -m wire._generate --jar``).
 """
 
 from __future__ import annotations
@@ -118,7 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m testbed.kafka_install", description=__doc__)
     parser.add_argument("--version", choices=KAFKA_LINES, help="only this line")
     parser.add_argument("--print-libs", action="store_true", help="print the classpath folder")
+    parser.add_argument(
+        "--print-clients-jar",
+        action="store_true",
+        help="print the kafka-clients jar of the newest line, or of --version (the schemas of "
+        "wire's generated tables)",
+    )
     args = parser.parse_args(argv)
+    if args.print_clients_jar:
+        try:
+            print(kafka_clients_jar(args.version or KAFKA_LINES[0]))
+        except RuntimeError as exc:
+            print(f"kafka-install: {exc}", file=sys.stderr)
+            return 1
+        return 0
     for version in [args.version] if args.version else KAFKA_LINES:
         fresh = not (_install_dir(version) / _STAMP).exists()
         started = time.monotonic()

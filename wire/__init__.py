@@ -12,7 +12,8 @@ codec.py            decode/encode of message bodies (classes in wire.messages, g
 records.py          record-batch headers, counts and CRCs without decoding records
 produce_summary.py  Produce fast paths: acks, timeout and partitions; an untagged response
 messages/           the generated message classes, one module per request or response
-_generate.py        generates messages/ and _api_table.py from Kafka's JSON schemas
+_generate/          generates messages/ and _api_table.py from the JSON schemas of a
+                    kafka-clients jar (a development tool, never imported at run time)
 _api_table.py       every API key in the schema tables (generated)
 _struct.py          base classes and schema rows of the generated classes
 _compiler.py        compiles a decoder and an encoder per (message class, version)

@@ -5,8 +5,8 @@
 # becomes MalformedMessage, and whatever an encoder trips over becomes LocalProtocolError,
 # both chained to the original exception.
 #
-# Codec choice (issue 2): the schema tables are Apache Kafka's JSON message definitions
-# from the kafka-clients jar (issue 30), turned into typed classes by wire/_generate.py and
+# Codec choice: the schema tables are Apache Kafka's JSON message definitions from the
+# kafka-clients jar, turned into typed classes by wire/_generate/ and
 # into code by wire/_compiler.py. kafka-python and kio serve as independent codecs in the
 # round-trip tests (tests/unit/wire/); neither runs here.
 """Decode and encode the bodies of the Kafka messages the proxy looks inside.

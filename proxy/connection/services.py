@@ -25,7 +25,7 @@ __all__ = ["ConnectionServices", "ConnectionSettings"]
 
 @dataclass(frozen=True, slots=True)
 class ConnectionSettings:
-    """The settings a client connection reads (proxy/config.py says what each means).
+    """The settings a client connection reads (proxy/config/ says what each means).
 
     Attributes:
         sasl_request_max_bytes: the largest frame while a passthrough client's SASL exchange

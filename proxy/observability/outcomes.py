@@ -3,7 +3,8 @@
 # One Literal type is the list: mypy --strict holds every RequestRecord the proxy builds to it,
 # and MEANINGS, keyed by that type, is what the report and the docs print, so a new outcome
 # cannot be written without a definition (tests/pipeline/test_report_glossary.py checks that
-# the two lists are one). Stdlib only: the report imports it without trio.
+# the two lists are one). The report is handed MEANINGS by the command line (proxy/cli.py):
+# pipeline/ sits below proxy/ and imports nothing of it.
 """What can become of a client request: the ``outcome`` field of the request log."""
 
 from __future__ import annotations

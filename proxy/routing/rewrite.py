@@ -1,7 +1,7 @@
 # Strategy: decide per request, from its header alone where possible, what the proxy must do
 # with it, and rewrite the few responses that name brokers or versions.
 #
-#   - Every API in wire/'s tables (all of Kafka's own schemas, wire/_generate.py) is forwarded
+#   - Every API in wire/'s tables (all of Kafka's own schemas, wire/_generate/) is forwarded
 #     as bytes at whatever version the cluster offers, except the few the proxy looks inside
 #     (LOOKED_INSIDE, each with its reason): those are decoded, so their versions are clamped
 #     to the tables' ranges, and a version outside them closes the connection.

@@ -3,6 +3,7 @@
 
 tls.py              ServerTls (listeners, mutual TLS, CRL) and UpstreamTls, reloadable
 secure_upstream.py  open_upstream: TCP, TLS and SASL to a broker, one call
+secured_stream.py   SecuredStream: an upstream stream that re-authenticates between requests
 sasl_client.py      the proxy's own SASL client: PLAIN, SCRAM, OAUTHBEARER
 client_sasl.py      client_auth = none: a client's SASL requests refused
 security_config.py  the [proxy.tls], [upstream.tls] and [upstream.sasl] models

@@ -1,6 +1,6 @@
 # Strategy: the security settings (issue 16) live here as their own section models so that
-# proxy/config.py only names them, and so that the connection-layer redesign (issue 17) can move
-# the code that uses them without touching the rest of the configuration.
+# proxy/config/ only names them, and so that the code that uses them can move without touching
+# the rest of the configuration.
 #
 # Secrets are pydantic SecretStr: their repr, str and model_dump(mode="json") show asterisks,
 # never the value, so neither the config's repr nor a validation error can leak them. Files that

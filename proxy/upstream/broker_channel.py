@@ -9,8 +9,8 @@
 # request behind it: give long-polls their own channel.
 #
 # Resource handling: the channel connects lazily on the first request and again after a
-# failure, through proxy/secure_upstream.open_upstream (TLS and SASL when configured). Its
-# reader task, and with SASL the task that re-authenticates the connection on time (KIP-368),
+# failure, through proxy/security/secure_upstream.open_upstream (TLS and SASL when configured).
+# Its reader task, and with SASL the task that re-authenticates the connection on time (KIP-368),
 # run in the nursery the owner passes in; `aclose` ends them.
 """A multiplexed, reconnecting connection for the proxy's own requests to one broker."""
 

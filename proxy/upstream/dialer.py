@@ -1,7 +1,7 @@
 # Strategy: every upstream connection the proxy opens goes through one Dialer, handed to whoever
 # needs one (client connections, broker channels) by serve(). In production it is
-# UpstreamDialer, which is proxy/secure_upstream.open_upstream with the configured TLS, SASL
-# and connect timeout; the in-process tests hand a dialer that returns one end of a trio memory
+# UpstreamDialer, which is proxy/security/secure_upstream.open_upstream with the configured TLS,
+# SASL and connect timeout; the in-process tests hand a dialer that returns one end of a trio memory
 # stream pair whose other end is a scripted broker (tests/support/scripted_broker.py). An
 # object, not a callback: it is a collaborator with one method, like a trio Listener.
 """How the proxy opens upstream connections: the Dialer protocol and the real one."""

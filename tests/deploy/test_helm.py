@@ -342,7 +342,7 @@ def _toml_keys(table: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple
 def test_configmap_renders_every_key_of_the_proxy_config(
     case: str, values: dict[str, Any] | None
 ) -> None:
-    """Every section and key of proxy/config.py's model is in the TOML, and nothing else.
+    """Every section and key of proxy/config/'s model is in the TOML, and nothing else.
 
     A key added to the proxy fails here until it is one line in values.yaml's `config` map.
     """

@@ -7,7 +7,7 @@ those are the benchmark's goals, reported in docs/benchmarks.md, and this machin
 
 Both run as users run the benchmark, ``python -m bench.fanin``, in a subprocess with
 ``--no-write``: tests never import bench (tests/unit/test_layout.py). The consumers' pure
-fetch-session and probe logic is checked by the bench itself (bench/_fanin_selfcheck.py,
+fetch-session and probe logic is checked by the bench itself (bench/fanin/selfcheck.py,
 before every run); here ``--self-check`` must pass and name every check.
 """
 

@@ -1,6 +1,6 @@
 """Kafka's own request meters over JMX (testbed/kafka_jmx.py): what the peer benchmark counts.
 
-bench/peers.py reads a broker's upstream Fetch rate from these meters instead of a relay or the
+bench.peers reads a broker's upstream Fetch rate from these meters instead of a relay or the
 request log, so they must count exactly the requests clients sent, and split the clients'
 fetches (FetchConsumer) from the rest.
 """

@@ -10,8 +10,6 @@ design (a change detector, proxy/held/fetch/offset_watcher.py) must work with ei
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 import pytest
 import trio
 
@@ -22,12 +20,13 @@ from proxy.held.fetch.offset_watcher import LATEST, LIST_OFFSETS_VERSION, Offset
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.observability.metrics import Metrics
 from proxy.primitives.memory import MemoryPool
-from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.primitives.purgatory import current_time_ms
 from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
 from testbed.processes import Broker
 from testbed.topics import create_topic
 from tests.integration._kafka_raw import RawConnection, batch
+from tests.support.recording_purgatory import RecordingPurgatory
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchResponse
 from wire.messages.list_offsets_request import (
@@ -39,16 +38,6 @@ from wire.messages.list_offsets_response import ListOffsetsResponse
 
 RECORDS = 5
 INTERVAL_MS = 100
-
-
-class RecordingPurgatory(Purgatory):
-    def __init__(self) -> None:
-        super().__init__()
-        self.checked: list[Hashable] = []
-
-    def check_and_complete(self, key: Hashable) -> int:
-        self.checked.append(key)
-        return super().check_and_complete(key)
 
 
 def _fetch(topic: str, offsets: dict[int, int]) -> FetchRequest:

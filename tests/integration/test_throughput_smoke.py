@@ -1,4 +1,4 @@
-"""Smoke test of bench/throughput.py: every route and phase runs end to end on tiny sizes.
+"""Smoke test of bench.throughput: every route and phase runs end to end on tiny sizes.
 
 It proves the benchmark still works against the real broker, the real proxy and the real
 `tansu proxy` (so `make bench` will not discover breakage after a 10-minute wait) and that

@@ -50,7 +50,7 @@ import trio.testing
 
 from proxy.address import Address
 from proxy.errors import UpstreamUnavailable
-from testbed.sasl_front import TOPIC_AUTHORIZATION_FAILED, fetch_denied
+from testbed.fetch_acl import TOPIC_AUTHORIZATION_FAILED, fetch_denied
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.codec import Message, decode_request, encode
 from wire.framing import NEED_DATA, FrameDecoder, frame

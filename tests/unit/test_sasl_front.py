@@ -1,4 +1,5 @@
-"""testbed/sasl_front.py's additions for passthrough tests, driven in-process.
+"""The tests' front's additions for passthrough tests (testbed/sasl_server.py, fetch_acl.py,
+front_audit.py), driven in-process.
 
 Several accounts, the session's principal (and Kafka's refusal to change it on
 re-authentication), the ACL denial of Fetch answered with wire's FetchResponse, the Fetch
@@ -15,15 +16,9 @@ from collections.abc import Callable
 import pytest
 import scramp
 
-from testbed.sasl_front import (
-    AuditEntry,
-    CloseConnection,
-    FrontAudit,
-    SaslPolicy,
-    SaslSession,
-    denied_fetch_answer,
-    fetch_record_bytes,
-)
+from testbed.fetch_acl import denied_fetch_answer, fetch_record_bytes
+from testbed.front_audit import AuditEntry, FrontAudit
+from testbed.sasl_server import CloseConnection, SaslPolicy, SaslSession
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode_response, encode
 from wire.headers import (

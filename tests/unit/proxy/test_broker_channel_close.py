@@ -12,8 +12,8 @@ import trio.testing
 from proxy.address import Address
 from proxy.errors import UpstreamUnavailable
 from proxy.upstream.broker_channel import BrokerChannel
+from tests.support.one_partition import broker_with_topic, fetch
 from tests.support.scripted_broker import ScriptedDialer
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
 from wire.apis import ApiKey
 
 _LOGGER = "purgatory_proxy.upstream.broker_channel"

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, produce
+from tests.support.one_partition import broker_with_topic, produce
 from tests.unit.proxy.test_inprocess_passthrough import broker_with_accounts, login
 from wire.messages import ApiVersionsRequest, MetadataRequest
 

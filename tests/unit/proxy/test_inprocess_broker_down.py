@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
+from tests.support.one_partition import broker_with_topic, fetch
 from wire.messages.api_versions_request import ApiVersionsRequest
 
 MAX_WAIT_MS = 5000

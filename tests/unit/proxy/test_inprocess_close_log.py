@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic
+from tests.support.one_partition import broker_with_topic
 
 _LOGGER = "purgatory_proxy.connection.client"
 

@@ -14,8 +14,8 @@ import trio.testing
 
 from tests.support.inprocess import InProcessProxy, TaskWakeups, WireClient, proxy_in_process
 from tests.support.load_wire import record_batch
+from tests.support.one_partition import broker_with_topic, fetch
 from tests.support.scripted_broker import ScriptedBroker
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
 from wire.messages import FetchRequest, MetadataRequest
 
 #: Batches on the partition, one offset each; each Fetch answer carries at most two.

@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import TaskWakeups, proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
+from tests.support.one_partition import broker_with_topic, fetch, produce
 from wire.apis import ApiKey
 from wire.messages.api_versions_request import ApiVersionsRequest
 

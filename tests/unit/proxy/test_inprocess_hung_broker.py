@@ -17,14 +17,10 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import WireClient, proxy_in_process
-from tests.unit.proxy.test_inprocess_order import (
-    REQUEST_TIMED_OUT,
-    broker_with_topic,
-    fetch,
-    produce,
-)
+from tests.support.one_partition import broker_with_topic, fetch, produce
 from wire.messages.api_versions_request import ApiVersionsRequest
 
+REQUEST_TIMED_OUT = 7
 GRACE_MS = 5000
 CONFIG = {"upstream_answer_grace_ms": GRACE_MS}
 

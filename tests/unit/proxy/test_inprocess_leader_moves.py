@@ -18,8 +18,8 @@ import trio.testing
 
 from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import proxy_in_process
+from tests.support.one_partition import broker_with_topic
 from tests.support.scripted_broker import FENCED_LEADER_EPOCH, NODE_ID
-from tests.unit.proxy.test_inprocess_order import broker_with_topic
 from wire.messages.fetch_request import FetchRequest
 
 MAX_WAIT_MS = 5000

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.inprocess import proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic
+from tests.support.one_partition import broker_with_topic
 from wire.headers import RequestHeader, encode_request_header
 from wire.messages import SaslHandshakeRequest
 

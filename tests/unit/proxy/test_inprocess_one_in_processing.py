@@ -9,7 +9,7 @@ import trio.testing
 
 from proxy.primitives.memory import MemoryPool
 from tests.support.inprocess import proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, produce
+from tests.support.one_partition import broker_with_topic, produce
 
 KIB = 1024
 #: Half the pool is the "tight" line: a 600 KiB request in processing crosses it.

@@ -7,42 +7,10 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import WireClient, proxy_in_process
-from tests.support.scripted_broker import ScriptedBroker
-from wire.messages import FetchRequest, MetadataRequest, ProduceRequest
-from wire.messages.fetch_request import FetchPartition, FetchTopic
-from wire.messages.produce_request import PartitionProduceData, TopicProduceData
+from tests.support.one_partition import broker_with_topic, fetch, produce
+from wire.messages import MetadataRequest
 
 REQUEST_TIMED_OUT = 7
-
-
-def produce(acks: int = -1, timeout_ms: int = 1000, records: bytes = b"r" * 10) -> ProduceRequest:
-    return ProduceRequest(
-        acks=acks,
-        timeout_ms=timeout_ms,
-        topic_data=[
-            TopicProduceData(
-                name="t", partition_data=[PartitionProduceData(index=0, records=records)]
-            )
-        ],
-    )
-
-
-def fetch(offset: int = 0, max_wait_ms: int = 500, min_bytes: int = 1) -> FetchRequest:
-    return FetchRequest(
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=1 << 20,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchTopic(
-                topic="t",
-                partitions=[
-                    FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
-                ],
-            )
-        ],
-    )
 
 
 def pool_sized_produce(client: WireClient, limit: int) -> tuple[int, bytes]:
@@ -53,12 +21,6 @@ def pool_sized_produce(client: WireClient, limit: int) -> tuple[int, bytes]:
         if len(data) - 4 == limit:
             return correlation_id, data
         records += limit - (len(data) - 4)
-
-
-def broker_with_topic() -> ScriptedBroker:
-    broker = ScriptedBroker()
-    broker.create_topic("t")
-    return broker
 
 
 async def test_acks0_answers_are_skipped_and_the_next_answer_is_in_order(

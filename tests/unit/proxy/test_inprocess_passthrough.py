@@ -10,8 +10,8 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
+from tests.support.one_partition import broker_with_topic, fetch
 from tests.support.scripted_broker import TOPIC_AUTHORIZATION_FAILED, ScriptedBroker
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
 from wire.apis import ApiKey
 from wire.messages import (
     ApiVersionsRequest,

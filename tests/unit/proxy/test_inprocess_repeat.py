@@ -15,7 +15,7 @@ from proxy.held.fetch.holding import FetchHolding
 from proxy.held.fetch.planning import FetchPlanner
 from proxy.held.fetch.session import INVALID_FETCH_SESSION_EPOCH
 from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch, produce
+from tests.support.one_partition import broker_with_topic, fetch, produce
 from wire.messages.fetch_request import FetchRequest
 
 VERSION = 12

@@ -7,7 +7,7 @@ import trio
 import trio.testing
 
 from tests.support.inprocess import proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
+from tests.support.one_partition import broker_with_topic, fetch
 
 MIB = 1024 * 1024
 CLIENTS = 20

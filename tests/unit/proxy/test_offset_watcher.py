@@ -3,7 +3,7 @@ when it polls, what wakes held fetches (and what must not), and how long it clai
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from uuid import UUID
@@ -17,9 +17,10 @@ from proxy.held.fetch.offset_watcher import OffsetWatcher
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.observability.metrics import Metrics
 from proxy.primitives.memory import MemoryPool
-from proxy.primitives.purgatory import Purgatory, current_time_ms
+from proxy.primitives.purgatory import current_time_ms
 from proxy.routing.topic_names import TopicNames
 from proxy.upstream.broker_channel import BrokerChannel
+from tests.support.recording_purgatory import RecordingPurgatory
 from tests.support.scripted_broker import (
     BROKER,
     NODE_ID,
@@ -32,18 +33,6 @@ from wire.apis import ApiKey
 NOT_LEADER_OR_FOLLOWER = 6
 P0: tuple[str, int] = ("t", 0)
 P1: tuple[str, int] = ("t", 1)
-
-
-class RecordingPurgatory(Purgatory):
-    """The fetch purgatory, remembering which keys were checked."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.checked: list[Hashable] = []
-
-    def check_and_complete(self, key: Hashable) -> int:
-        self.checked.append(key)
-        return super().check_and_complete(key)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import trio.testing
 from proxy.held.partition_state import PartitionStates
 from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import WireClient, proxy_in_process
-from tests.unit.proxy.test_inprocess_order import broker_with_topic, fetch
+from tests.support.one_partition import broker_with_topic, fetch
 from wire.messages import FetchRequest
 
 

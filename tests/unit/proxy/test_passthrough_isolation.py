@@ -15,8 +15,8 @@ import trio.testing
 from proxy.held.fetch.session import FetchSessionCache
 from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import proxy_in_process
+from tests.support.one_partition import fetch
 from tests.support.scripted_broker import TOPIC_AUTHORIZATION_FAILED
-from tests.unit.proxy.test_inprocess_order import fetch
 from tests.unit.proxy.test_inprocess_passthrough import (
     PASSTHROUGH,
     accepted_client,

@@ -1,6 +1,6 @@
 """The proxy's SASL client and KIP-368 re-authentication, in-process under trio's MockClock.
 
-The broker side is testbed/sasl_front.SaslSession (scramp's SCRAM server, PLAIN against a
+The broker side is testbed/sasl_server.SaslSession (scramp's SCRAM server, PLAIN against a
 known password, OAUTHBEARER against a known token), which enforces the session lifetime the way
 Kafka's SocketServer does: a request after expiry closes the connection.
 """
@@ -21,9 +21,11 @@ from pydantic import SecretStr
 from proxy.address import Address
 from proxy.primitives.framed import FrameReader
 from proxy.security.sasl_client import SaslAuthenticationFailed, reauthentication_delay_ms
-from proxy.security.secure_upstream import SecuredStream, UpstreamSecurity, keep_authenticated
+from proxy.security.secure_upstream import UpstreamSecurity, keep_authenticated
+from proxy.security.secured_stream import SecuredStream
 from proxy.security.security_config import UpstreamSaslSection
-from testbed.sasl_front import CloseConnection, SaslPolicy, SaslSession, _read_frame
+from testbed.sasl_front import read_frame
+from testbed.sasl_server import CloseConnection, SaslPolicy, SaslSession
 from wire.apis import ApiKey
 
 ADDRESS = Address("broker", 9092)
@@ -46,7 +48,7 @@ async def _broker(stream: trio.abc.Stream, session: SaslSession, closes: list[st
     """Answers SASL itself and any other request with its correlation id and b"ok"."""
     async with stream:
         while True:
-            body = await _read_frame(stream)
+            body = await read_frame(stream)
             if body is None:
                 return
             api_key = int.from_bytes(body[:2], "big")

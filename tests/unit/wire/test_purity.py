@@ -12,7 +12,9 @@ import wire
 FORBIDDEN = {"trio", "socket", "time", "asyncio", "threading", "selectors", "anyio"}
 WIRE_DIR = Path(wire.__file__).resolve().parent
 # The generator is a development tool (python -m wire._generate), never imported by wire.
-RUNTIME_MODULES = sorted(p for p in WIRE_DIR.rglob("*.py") if p.name != "_generate.py")
+RUNTIME_MODULES = sorted(
+    p for p in WIRE_DIR.rglob("*.py") if "_generate" not in p.relative_to(WIRE_DIR).parts
+)
 
 
 def imported_modules(path: Path) -> set[str]:
