@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import selectors
 import signal
@@ -32,10 +33,14 @@ _PR_SET_PDEATHSIG = 1
 _TERMINATE_GRACE_S = 5.0
 
 
-def _die_with_keeper() -> None:
-    """In the child, before exec: SIGKILL it when the keeper (a single thread) exits."""
+def _die_with_keeper(keeper_pid: int) -> None:
+    """In the child, before exec: SIGKILL it when the keeper (a single thread) exits. A keeper
+    that died between the fork and this request would never signal: the child then finds it
+    has a new parent, and exits at once."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != keeper_pid:
+        os._exit(1)
 
 
 def exit_status(returncode: int) -> int:
@@ -58,7 +63,11 @@ def main(argv: list[str]) -> int:
     if not command:
         print("usage: python -m proxy.broker.broker_keeper -- COMMAND...", file=sys.stderr)
         return 2
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_keeper)
+    child = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=functools.partial(_die_with_keeper, os.getpid()),
+    )
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         child.send_signal(signum)

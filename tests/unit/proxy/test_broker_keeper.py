@@ -8,6 +8,7 @@ what broke with PR_SET_PDEATHSIG under trio's worker threads (issue 15).
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+
+from proxy.broker.broker_keeper import _die_with_keeper
 
 _GONE_WITHIN_S = 5.0
 
@@ -103,3 +106,17 @@ def test_sigterm_to_the_keeper_stops_the_child(keeper: subprocess.Popen[bytes]) 
     keeper.terminate()
     assert keeper.wait(timeout=_GONE_WITHIN_S) == 128 + signal.SIGTERM
     assert _wait_gone(child)
+
+
+def test_a_child_whose_keeper_died_before_it_asked_to_die_with_it_exits() -> None:
+    """The keeper killed between the fork and the child's PR_SET_PDEATHSIG: no signal would
+    ever come, so the child checks it still has the keeper for a parent (here it never had)."""
+    not_the_parent = os.getppid()  # the test's parent, never the child's
+    child = subprocess.Popen(
+        ["sleep", "1000"], preexec_fn=functools.partial(_die_with_keeper, not_the_parent)
+    )
+    try:
+        assert child.wait(timeout=_GONE_WITHIN_S) == 1
+    finally:
+        child.kill()
+        child.wait()
