@@ -8,7 +8,8 @@
 # next to username/password); the session knows its principal, and a re-authentication as
 # someone else is refused and closes the connection, as Kafka's ensurePrincipalUnchanged does.
 #
-# Used in-process too (tests/unit/proxy/test_secure_upstream.py drives SaslSession directly).
+# Used in-process too (tests/unit/proxy/security/test_secure_upstream.py drives SaslSession
+# directly).
 """The broker side of SASL for the tests' front: who may log in, and one connection's state."""
 
 from __future__ import annotations

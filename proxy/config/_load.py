@@ -3,7 +3,7 @@
 # an unknown key the nearest valid one. Never the value itself: any setting may hold a secret
 # (a password, or a whole section as JSON in one variable), and error text ends up in
 # terminals, CI logs and crash reports. The validators say what they expected; _describe hides
-# any given text that a message still repeats; and tests/unit/proxy/test_config_no_echo.py
+# any given text that a message still repeats; and tests/unit/proxy/config/test_config_no_echo.py
 # tries every key with bad values to keep it so.
 """load_config: the configuration from file, environment and flags, or one line on why not."""
 

@@ -2,7 +2,8 @@
 # Kafka): what the client is owed, in request order (`owe`, `next_owed`), what each request
 # becomes (`receive`), and which upstream answers are awaited, matched by correlation id
 # (`upstream_answer`; an answer to acks=0 or to a produce already answered is skipped). Pure:
-# it and everything it imports are trio-free (tests/unit/proxy/test_connection_purity.py).
+# it and everything it imports are trio-free
+# (tests/unit/proxy/connection/test_connection_purity.py).
 """The sans-I/O state of one client connection: owed responses and upstream matching."""
 
 from __future__ import annotations

@@ -3,12 +3,16 @@ and a fetch of it (the wire codec's messages, as a client would send them)."""
 
 from __future__ import annotations
 
+import functools
+import struct
+
+from tests.support.load_wire import record_batch
 from tests.support.scripted_broker import ScriptedBroker
 from wire.messages import FetchRequest, ProduceRequest
 from wire.messages.fetch_request import FetchPartition, FetchTopic
 from wire.messages.produce_request import PartitionProduceData, TopicProduceData
 
-__all__ = ["broker_with_topic", "fetch", "produce"]
+__all__ = ["batch_at", "broker_with_topic", "fetch", "produce"]
 
 
 def broker_with_topic() -> ScriptedBroker:
@@ -47,3 +51,12 @@ def fetch(offset: int = 0, max_wait_ms: int = 500, min_bytes: int = 1) -> FetchR
             )
         ],
     )
+
+
+@functools.cache
+def batch_at(offset: int) -> bytes:
+    """A one-record magic-v2 batch whose base offset is ``offset`` (the same bytes each call:
+    the builder stamps the time)."""
+    data = bytearray(record_batch(10))
+    struct.pack_into(">q", data, 0, offset)  # outside the CRC
+    return bytes(data)

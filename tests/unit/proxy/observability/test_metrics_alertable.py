@@ -14,9 +14,9 @@ from pathlib import Path
 from proxy.observability.metrics import REFUSAL_REASONS, Metrics
 from proxy.observability.readiness import Readiness
 from proxy.primitives.memory import MemoryPool
-from tests.unit.proxy.test_metrics import _scrape
+from tests.support.prometheus_scrape import scrape
 
-PROXY = Path(__file__).resolve().parents[3] / "proxy"
+PROXY = Path(__file__).resolve().parents[4] / "proxy"
 
 
 def _named(seen: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str) -> dict:
@@ -29,7 +29,7 @@ async def test_readiness_is_exported_with_its_causes() -> None:
     metrics.attach_readiness(readiness)
     readiness.block("listeners", "listeners not bound yet")
     readiness.block("metadata", "waiting for upstream metadata")
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     assert seen[("purgatory_proxy_ready", ())] == 0
     assert _named(seen, "purgatory_proxy_not_ready") == {
         (("cause", "listeners"),): 1,
@@ -37,13 +37,13 @@ async def test_readiness_is_exported_with_its_causes() -> None:
     }
     readiness.clear("listeners")
     readiness.clear("metadata")
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     assert seen[("purgatory_proxy_ready", ())] == 1
     assert _named(seen, "purgatory_proxy_not_ready") == {}
 
 
 async def test_alerted_counters_exist_at_zero_before_the_first_event() -> None:
-    seen = _scrape(Metrics(MemoryPool(1000, 1000)))
+    seen = scrape(Metrics(MemoryPool(1000, 1000)))
     refused = _named(seen, "purgatory_proxy_connections_refused_total")
     assert refused == {(("reason", reason),): 0 for reason in REFUSAL_REASONS}
     for name in ("upstream_connects_total", "metadata_refreshes_total"):
@@ -75,7 +75,7 @@ def test_every_refusal_reason_the_proxy_uses_is_created_up_front() -> None:
 
 async def test_every_close_reason_exists_at_zero() -> None:
     """connections_closed_total{reason}: the kinds of proxy/errors.py's tree, and shutdown."""
-    seen = _scrape(Metrics(MemoryPool(1000, 1000)))
+    seen = scrape(Metrics(MemoryPool(1000, 1000)))
     closed = _named(seen, "purgatory_proxy_connections_closed_total")
     expected = {
         "client_closed", "shutdown", "idle_timeout", "frame_timeout", "protocol_error",

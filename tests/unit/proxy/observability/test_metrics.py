@@ -13,22 +13,13 @@ from pathlib import Path
 import trio
 import trio.testing
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.observability.metrics import Metrics
 from proxy.observability.observer import Observer
 from proxy.observability.request_log import RequestLog, RequestRecord
 from proxy.primitives.memory import MemoryPool
 from proxy.primitives.purgatory import DelayedOperation, Purgatory
-
-
-def _scrape(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = generate_latest(metrics.registry).decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
+from tests.support.prometheus_scrape import scrape
 
 
 def _record(api: str = "Fetch", **changes: object) -> RequestRecord:
@@ -47,7 +38,7 @@ async def test_records_move_the_per_api_series() -> None:
     metrics.observe(_record(latency_ms=700.0, muted_ms=40.0))
     metrics.observe(_record(outcome="error", error_code=6))
     metrics.observe(_record("Produce", outcome="no_response", response_bytes=0, upstream_ms=0.5))
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     p = "purgatory_proxy_"
     assert seen[(f"{p}requests_total", (("api", "Fetch"), ("outcome", "ok")))] == 2
     assert seen[(f"{p}requests_total", (("api", "Fetch"), ("outcome", "error")))] == 1
@@ -71,14 +62,14 @@ async def test_pool_sensors_are_read_at_scrape_time(mock_clock: trio.testing.Moc
     pool = MemoryPool(100, 100, rng=random.Random(0), depleted_window_s=10)
     metrics = Metrics(pool)
     p = "purgatory_proxy_memory_pool_"
-    assert _scrape(metrics)[(f"{p}available_bytes", ())] == 100
+    assert scrape(metrics)[(f"{p}available_bytes", ())] == 100
     lease = pool.allocate_nowait(100)
     assert pool.try_allocate(1) is None  # refused: depletion starts
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pool.allocate, 10)  # parks: a mute
         await trio.testing.wait_all_tasks_blocked()
         mock_clock.jump(5)
-        seen = _scrape(metrics)
+        seen = scrape(metrics)
         assert seen[(f"{p}available_bytes", ())] == 0
         assert seen[(f"{p}used_bytes", ())] == 100
         assert seen[(f"{p}muted_connections", ())] == 1
@@ -86,7 +77,7 @@ async def test_pool_sensors_are_read_at_scrape_time(mock_clock: trio.testing.Moc
         assert seen[(f"{p}depleted_seconds_total", ())] == 5
         assert seen[(f"{p}avg_depleted_ratio", ())] == 0.5
         lease.release()  # hands 10 bytes to the parked task
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     assert seen[(f"{p}muted_connections", ())] == 0
     assert seen[(f"{p}used_bytes", ())] == 10
 
@@ -104,14 +95,14 @@ class _Op(DelayedOperation):
 
 async def test_purgatory_families_appear_once_attached() -> None:
     metrics = Metrics(MemoryPool(1000, 1000))
-    assert not any("purgatory_pending" in name for name, _ in _scrape(metrics))
+    assert not any("purgatory_pending" in name for name, _ in scrape(metrics))
     purgatory = Purgatory()
     metrics.attach_purgatory("fetch", purgatory)
     never = _Op(1000)
     never.try_complete = lambda: False  # type: ignore[method-assign]
     purgatory.try_complete_else_watch(never, ["t-0"])
     purgatory.try_complete_else_watch(_Op(1000), ["t-1"])
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     label = (("operation", "fetch"),)
     assert seen[("purgatory_proxy_purgatory_pending", label)] == 1
     assert seen[("purgatory_proxy_purgatory_completions_total", label)] == 1
@@ -125,7 +116,7 @@ async def test_observer_feeds_metrics_and_log(tmp_path: Path) -> None:
     observer = Observer(metrics, request_log)
     observer.request_done(_record())
     observer.request_done(_record())  # the queue holds one: this one is dropped
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     assert seen[("purgatory_proxy_requests_total", (("api", "Fetch"), ("outcome", "ok")))] == 2
     assert seen[("purgatory_proxy_request_log_queued_lines", ())] == 1
     assert seen[("purgatory_proxy_request_log_dropped_lines_total", ())] == 1
@@ -135,7 +126,7 @@ async def test_operator_basics_process_series_build_info_and_no_created_series()
     metrics = Metrics(MemoryPool(100, 100))
     metrics.connections_accepted.labels("bootstrap").inc()
     text = generate_latest(metrics.registry).decode()
-    seen = _scrape(metrics)
+    seen = scrape(metrics)
     assert seen[("process_resident_memory_bytes", ())] > 0
     assert seen[("process_open_fds", ())] > 0
     assert ("process_cpu_seconds_total", ()) in seen

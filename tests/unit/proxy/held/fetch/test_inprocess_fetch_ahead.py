@@ -5,31 +5,19 @@ client that does not ask where its answers end gets none."""
 
 from __future__ import annotations
 
-import functools
 import math
-import struct
 
 import trio
 import trio.testing
 
 from tests.support.inprocess import InProcessProxy, TaskWakeups, WireClient, proxy_in_process
-from tests.support.load_wire import record_batch
-from tests.support.one_partition import broker_with_topic, fetch
+from tests.support.one_partition import batch_at, broker_with_topic, fetch
 from tests.support.scripted_broker import ScriptedBroker
 from wire.messages import FetchRequest, MetadataRequest
 
 #: Batches on the partition, one offset each; each Fetch answer carries at most two.
 _BATCHES = 8
 _PER_FETCH = 2
-
-
-@functools.cache
-def batch_at(offset: int) -> bytes:
-    """A one-record magic-v2 batch whose base offset is ``offset`` (the same bytes each call:
-    the builder stamps the time)."""
-    data = bytearray(record_batch(10))
-    struct.pack_into(">q", data, 0, offset)  # outside the CRC
-    return bytes(data)
 
 
 def busy_broker() -> ScriptedBroker:

@@ -20,27 +20,10 @@ from kafka.protocol.producer.produce import ProduceResponse as KpProduce
 
 from proxy.address import Address
 from proxy.routing.rewrite import LocalAnswer, RequestPlan, plan_request, rewrite_response
-from proxy.routing.topic_names import TopicNames
+from tests.support.directory_double import PROXY_HOST, Directory
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.errors import UnknownApiKey, UnsupportedVersion
 from wire.headers import RequestHeader, encode_request_header
-
-PROXY_HOST = "proxy.local"
-
-
-class Directory:
-    """Our BrokerDirectory interface over a plain dict: node n is served at port 20000 + n."""
-
-    def __init__(self) -> None:
-        self.upstream: dict[int, Address] = {}
-        self.topic_names = TopicNames()
-
-    def advertise(self, node_id: int, upstream: Address) -> Address:
-        self.upstream[node_id] = upstream
-        return Address(PROXY_HOST, 20000 + node_id)
-
-    def learn_brokers(self, brokers: dict[int, Address]) -> None:
-        self.upstream.update(brokers)
 
 
 def _respond(api_key: int, version: int, kp_message: Any) -> bytes:

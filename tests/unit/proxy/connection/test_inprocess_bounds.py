@@ -13,7 +13,7 @@ import trio.testing
 
 from tests.support.inprocess import proxy_in_process
 from tests.support.one_partition import broker_with_topic, produce
-from tests.unit.proxy.test_inprocess_passthrough import broker_with_accounts, login
+from tests.support.passthrough_clients import broker_with_accounts, login
 from wire.messages import ApiVersionsRequest, MetadataRequest
 
 _LOGGER = "purgatory_proxy.connection.client"

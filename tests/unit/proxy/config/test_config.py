@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from proxy.config import Config, ConfigError, load_config, parse_host_port
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "config.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[4] / "config.example.toml"
 
 
 def _keys(model: type[BaseModel], prefix: str = "") -> set[str]:

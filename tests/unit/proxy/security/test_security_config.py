@@ -82,7 +82,7 @@ def test_wrong_password_setting_error_does_not_echo_the_password(tmp_path: Path)
 
 def test_the_tls_scram_sidecar_example_loads_and_holds_no_secret() -> None:
     """examples/sidecar-tls-scram/proxy.toml is what docs/security.md tells people to copy."""
-    example = Path(__file__).resolve().parents[3] / "examples" / "sidecar-tls-scram" / "proxy.toml"
+    example = Path(__file__).resolve().parents[4] / "examples" / "sidecar-tls-scram" / "proxy.toml"
     config = load_config(example)
     assert config.upstream.tls.enabled
     assert config.upstream.tls.check_hostname

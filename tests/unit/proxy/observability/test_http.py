@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import h11
 import pytest
 import trio
 from prometheus_client import CollectorRegistry, Counter
@@ -12,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.observability.http import serve_http
 from proxy.observability.readiness import Readiness
+from tests.support.http_client import exchange, get
 
 
 class _Endpoint:
@@ -31,54 +31,20 @@ async def endpoint(nursery: trio.Nursery) -> AsyncIterator[_Endpoint]:
     yield state
 
 
-async def _exchange(
-    port: int, requests: list[h11.Request], raw: bytes = b""
-) -> list[tuple[int, dict[bytes, bytes], bytes]]:
-    """Send ``requests`` (or ``raw`` bytes) on one connection; return every response."""
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    conn = h11.Connection(h11.CLIENT)
-    answers = []
-    async with stream:
-        if raw:
-            await stream.send_all(raw)
-        for request in requests or [None]:
-            if request is not None:
-                await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
-            status, headers, body = 0, {}, b""
-            while True:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    conn.receive_data(await stream.receive_some(65536))
-                elif isinstance(event, h11.Response):
-                    status, headers = event.status_code, dict(event.headers)
-                elif isinstance(event, h11.Data):
-                    body += event.data
-                elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                    break
-            answers.append((status, headers, body))
-            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                conn.start_next_cycle()
-    return answers
-
-
-def _get(target: str, method: str = "GET") -> h11.Request:
-    return h11.Request(method=method, target=target, headers=[("Host", "proxy")])
-
-
 async def test_healthz_and_readyz_follow_readiness(endpoint: _Endpoint) -> None:
-    [(status, _, body)] = await _exchange(endpoint.port, [_get("/healthz")])
+    [(status, _, body)] = await exchange(endpoint.port, [get("/healthz")])
     assert (status, body) == (200, b"ok\n")
-    [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
+    [(status, _, body)] = await exchange(endpoint.port, [get("/readyz")])
     assert (status, body) == (503, b"not ready: waiting for upstream metadata\n")
     endpoint.readiness.block("broker", "embedded broker exited with status 1")
-    [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
+    [(status, _, body)] = await exchange(endpoint.port, [get("/readyz")])
     assert (status, body) == (
         503,
         b"not ready: waiting for upstream metadata; embedded broker exited with status 1\n",
     )
     endpoint.readiness.clear("metadata")
     endpoint.readiness.clear("broker")
-    [(status, _, body)] = await _exchange(endpoint.port, [_get("/readyz")])
+    [(status, _, body)] = await exchange(endpoint.port, [get("/readyz")])
     assert (status, body) == (200, b"ready\n")
 
 
@@ -86,9 +52,9 @@ async def test_metrics_is_the_registry_in_prometheus_text(endpoint: _Endpoint) -
     hits = Counter("hits", "Hits.", registry=endpoint.registry)
     hits.inc(3)
     # Keep-alive: two scrapes on one connection, then a third after the counter moved.
-    answers = await _exchange(endpoint.port, [_get("/metrics"), _get("/metrics?x=1")])
+    answers = await exchange(endpoint.port, [get("/metrics"), get("/metrics?x=1")])
     hits.inc()
-    answers += await _exchange(endpoint.port, [_get("/metrics")])
+    answers += await exchange(endpoint.port, [get("/metrics")])
     values = []
     for status, headers, body in answers:
         assert status == 200
@@ -99,11 +65,11 @@ async def test_metrics_is_the_registry_in_prometheus_text(endpoint: _Endpoint) -
 
 
 async def test_head_unknown_paths_methods_and_garbage(endpoint: _Endpoint) -> None:
-    [(status, headers, body)] = await _exchange(endpoint.port, [_get("/healthz", "HEAD")])
+    [(status, headers, body)] = await exchange(endpoint.port, [get("/healthz", "HEAD")])
     assert (status, headers[b"content-length"], body) == (200, b"3", b"")
-    [(status, _, _)] = await _exchange(endpoint.port, [_get("/nope")])
+    [(status, _, _)] = await exchange(endpoint.port, [get("/nope")])
     assert status == 404
-    [(status, _, _)] = await _exchange(endpoint.port, [_get("/metrics", "POST")])
+    [(status, _, _)] = await exchange(endpoint.port, [get("/metrics", "POST")])
     assert status == 405
-    [(status, _, _)] = await _exchange(endpoint.port, [], raw=b"NOT HTTP AT ALL\r\n\r\n")
+    [(status, _, _)] = await exchange(endpoint.port, [], raw=b"NOT HTTP AT ALL\r\n\r\n")
     assert status == 400

@@ -87,7 +87,7 @@ def _advice(message: str) -> dict[str, str]:
     return dict(zip(words[::2], words[1::2], strict=True))
 
 
-# Limits from 1 MiB up were advised well before (tests/unit/proxy/test_config.py has the
+# Limits from 1 MiB up were advised well before (tests/unit/proxy/config/test_config.py has the
 # whole message); below it the advice was --max-request-size <limit>, which refuses producers.
 @pytest.mark.parametrize("limit", ["1KiB", "64KiB", "512KiB", "1000000"])
 def test_the_memory_advice_when_followed_starts_a_proxy_real_clients_can_use(limit: str) -> None:

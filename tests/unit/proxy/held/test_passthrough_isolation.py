@@ -16,13 +16,13 @@ from proxy.held.fetch.session import FetchSessionCache
 from tests.support.fetch_requests import fetch_partitions
 from tests.support.inprocess import proxy_in_process
 from tests.support.one_partition import fetch
-from tests.support.scripted_broker import TOPIC_AUTHORIZATION_FAILED
-from tests.unit.proxy.test_inprocess_passthrough import (
+from tests.support.passthrough_clients import (
     PASSTHROUGH,
     accepted_client,
     broker_with_accounts,
     only_partition,
 )
+from tests.support.scripted_broker import TOPIC_AUTHORIZATION_FAILED
 from wire.messages import FetchRequest
 
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from proxy.held.fetch.ahead import Predictions, ReadAhead, next_read, serves
 from proxy.primitives.memory import MemoryPool
-from tests.unit.proxy.test_inprocess_fetch_ahead import batch_at
+from tests.support.one_partition import batch_at
 from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from wire.messages.fetch_response import FetchableTopicResponse, FetchResponse, PartitionData
 

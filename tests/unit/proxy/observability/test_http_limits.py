@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter
 from proxy.observability.http import serve_http
 from proxy.observability.readiness import Readiness
 from proxy.primitives.accepting import RETRY_S, accept_or_wait
-from tests.unit.proxy.test_http import _exchange, _get
+from tests.support.http_client import exchange, get
 
 _MAX_CONNECTIONS = 16
 
@@ -51,7 +51,7 @@ async def test_the_endpoint_waits_out_a_lack_of_descriptors_and_then_answers(
     exhausted = _Exhausted(listener, failures=3)
     nursery.start_soon(serve_http, exhausted, registry, Readiness(), nursery, failures)
     with caplog.at_level(logging.INFO, logger="purgatory_proxy.server"):
-        [(status, _, body)] = await _exchange(port, [_get("/healthz")])
+        [(status, _, body)] = await exchange(port, [get("/healthz")])
     assert (status, body) == (200, b"ok\n")
     assert failures._value.get() == 3
     lines = [r.getMessage() for r in caplog.records if "the HTTP endpoint" in r.getMessage()]
@@ -82,7 +82,7 @@ async def test_a_connection_past_the_cap_closes_the_oldest_and_is_answered(
     idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(_MAX_CONNECTIONS)]
     try:
         await trio.sleep(0.2)  # all accepted (a new one is what closes the oldest)
-        [(status, _, _)] = await _exchange(port, [_get("/healthz")])
+        [(status, _, _)] = await exchange(port, [get("/healthz")])
         assert status == 200
         with trio.fail_after(5):  # long before the idle connections' 10 s receive timeout
             assert await idle[0].receive_some(1) == b""  # closed by the proxy

@@ -25,7 +25,7 @@ from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 from proxy.address import Address
 from proxy.routing.rewrite import LOOKED_INSIDE, RequestPlan, plan_request, rewrite_response
-from tests.unit.proxy.test_rewrite import PROXY_HOST, Directory
+from tests.support.directory_double import PROXY_HOST, Directory
 from tests.unit.wire.kafka_bytes import KAFKA_SAMPLES
 from wire.apis import API_BY_KEY, ApiKey, response_header_version
 from wire.errors import UnknownApiKey, UnsupportedVersion
