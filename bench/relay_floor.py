@@ -1,4 +1,4 @@
-# Strategy: a measurement of a floor, beside the proxy. Issue 17 asks the proxy to consume
+# Strategy: a measurement of a floor, beside the proxy. The goal is for the proxy to consume
 # 1 KiB records at >= 0.9x direct. How close to direct can *any* forwarder on this machine get?
 # Two cut-through relays stand in for the least a forwarder can do: each decodes only the
 # responses that name brokers (Metadata, FindCoordinator, DescribeCluster, rewritten as
@@ -196,7 +196,7 @@ def _route(name: str, proxy_tree: str) -> Iterator[tuple[str, int | None]]:
 
 
 _ROUTES = ("direct", "copy", "splice", "proxy")
-#: Issue 17's goal for consuming 1 KiB records, as a ratio to direct.
+#: The goal for consuming 1 KiB records, as a ratio to direct.
 _GOAL = 0.9
 
 
@@ -276,7 +276,7 @@ def render(
         "",
         f"- The proxy against the splice relay, per round: {_spread(against)}; the proxy was "
         f"faster in {faster} of {rounds} rounds.",
-        f"- Issue 17's goal, consume 1 KiB at >= {_GOAL}x direct: the proxy {proxy:.2f}x, a "
+        f"- The goal, consume 1 KiB at >= {_GOAL}x direct: the proxy {proxy:.2f}x, a "
         f"forwarder that never touches a record {splice:.2f}x. "
         + ("Met." if proxy >= _GOAL else
            "Not met; " + ("the floor of any forwarder on this machine is under it too."

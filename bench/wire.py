@@ -1,10 +1,10 @@
 """Benchmark of the wire protocol layer: framing, headers, codec, record batches.
 
-Run ``python -m bench.wire``. It prints µs/op and MB/s for each case of issue 2 and writes
-the table into docs/benchmarks.md (section "wire"). For the codec cases it also times
-kafka-python 3.0.12 and kio 0.6.5 on the same bytes: those are the numbers behind the codec
-choice. Each figure is the best of several timed repeats, each repeat running the operation
-enough times to take about 0.1 s.
+Run ``python -m bench.wire``. It prints µs/op and MB/s for each case (framing, headers,
+codec, record batches) and writes the table into docs/benchmarks.md (section "wire"). For the
+codec cases it also times kafka-python 3.0.12 and kio 0.6.5 on the same bytes: those are the
+numbers behind the codec choice. Each figure is the best of several timed repeats, each repeat
+running the operation enough times to take about 0.1 s.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-#: The reliability campaign's verdicts (issue 9), sectioned the same way.
+#: The reliability campaign's verdicts, sectioned the same way.
 RELIABILITY_MD = BENCHMARKS_MD.with_name("reliability.md")
 
 _HEADER = """# Benchmarks

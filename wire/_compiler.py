@@ -6,7 +6,7 @@
 # separate output parts (encode), so nothing costs time proportional to record bytes.
 # kafka-python 3.x compiles its codec the same way; we do it ourselves because its
 # generated code copies records, re-copies the rest of the buffer for every tagged field,
-# and drops unknown tagged fields when encoding (see the closing note of issue 2).
+# and drops unknown tagged fields when encoding.
 #
 # The pieces: wire/_tags.py (run-time varints and tag sections), wire/_source.py (the source
 # builder), wire/_emit_decode.py and wire/_emit_encode.py (one direction each).

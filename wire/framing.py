@@ -6,7 +6,7 @@
 # for exactly that frame first (KIP-72) via `pending_frame_size`.
 #
 # Whole-frame mode (for a proxy that forwards frames unchanged) and growing frames (a large
-# frame paid for as it arrives, issue 29) are described above FrameDecoder.
+# frame paid for as it arrives) are described above FrameDecoder.
 """Size-prefixed Kafka frames: an incremental decoder and the encoding helpers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# Strategy: issue 6's fan-in benchmark. For each N, a fresh broker, relays and proxy
+# Strategy: the fan-in benchmark. For each N, a fresh broker, relays and proxy
 # (bench/fanin/stack.py), then two measurements in the same run (bench/fanin/measure.py):
 #
 #   direct  N consumers -> relay -> broker
@@ -14,7 +14,7 @@
 # fetch rate falls short of 2N/s). The table says so by showing the consumers' own answer
 # rate beside the upstream rate.
 #
-# Goals (issue 6), reported, never asserted: upstream fetch rate via the proxy <= 1 % of direct
+# Goals, reported, never asserted: upstream fetch rate via the proxy <= 1 % of direct
 # at N = 1,000; delivery p99 <= direct + 20 ms; >= 10,000 held long-polls in <= 1 GiB RSS.
 """Fan-in: N idle long-polling consumers, direct vs through purgatory-proxy.
 

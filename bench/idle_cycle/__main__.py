@@ -1,5 +1,5 @@
-# Strategy: issue 17 asks for an idle held-fetch cycle at <= 100 µs of proxy CPU, and, if
-# Python on trio cannot get there, for the profile that says where the floor is. This bench
+# Strategy: the goal is an idle held-fetch cycle at <= 100 µs of proxy CPU, and, if
+# Python on trio cannot get there, the profile that says where the floor is. This bench
 # puts the two side by side in one run, rounds interleaved:
 #
 #   proxy     bench.fanin's proxy route: N idle long-polling consumers (incremental fetch
@@ -65,7 +65,7 @@ def render(n: int, seconds: float, rounds: int, values: dict[str, list[tuple[flo
     lines += [
         "",
         f"The proxy's own work per idle cycle: {medians['proxy']:.0f} - "
-        f"{medians['two-pump']:.0f} = {own:.0f} µs (median against median). Issue 17's target "
+        f"{medians['two-pump']:.0f} = {own:.0f} µs (median against median). The target "
         f"of 100 µs per cycle leaves {100 - medians['two-pump']:.0f} µs for it on this "
         "machine.",
     ]

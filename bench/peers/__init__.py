@@ -10,7 +10,7 @@ load.py          the librdkafka families: throughput, per request, latency, TLS
 memory.py        RSS idle and per 1,000 idle client connections
 fanin.py         idle fan-in against Apache Kafka, counted by its own meters
 stats.py         medians over rounds, ratios to the same round's direct
-goals.py         issue 26's goals against a run
+goals.py         the goals against a run
 report.py        the tables of the section; plot.py its plots
 profiling.py     where each forwarder's CPU goes (``python -m bench.peers.profiling``)
 """

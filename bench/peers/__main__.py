@@ -1,4 +1,4 @@
-# Strategy: issue 26's side-by-side benchmark. Four routes into the same Apache Kafka -- direct,
+# Strategy: the side-by-side benchmark. Four routes into the same Apache Kafka -- direct,
 # purgatory-proxy, Kroxylicious and kafka-proxy (bench/peers/routes.py) -- measured in one run,
 # family by family:
 #
@@ -19,7 +19,7 @@
 #
 # A route that cannot be had here (no kafka-proxy binary: the Go module proxy refuses it) is
 # not started; its rows say "not measured: <why>". A cell that fails is a row with its error.
-"""Side by side with Kroxylicious and kafka-proxy, in front of Apache Kafka (issue 26).
+"""Side by side with Kroxylicious and kafka-proxy, in front of Apache Kafka.
 
 Run ``python -m bench.peers`` (every family at full size, rounds interleaved; about an hour on
 two quiet cores, most of it the fan-in) or ``--smoke`` (every family and route on tiny sizes,

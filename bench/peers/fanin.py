@@ -1,6 +1,6 @@
-# Strategy: issue 6's idle fan-in (bench/fanin/measure.py: N protocol-level consumers long-poll
-# an idle topic, a few probe records time delivery) run against Apache Kafka through each route
-# of bench.peers. What differs from bench.fanin is the target, `KafkaTarget`:
+# Strategy: the idle fan-in of bench.fanin (bench/fanin/measure.py: N protocol-level consumers
+# long-poll an idle topic, a few probe records time delivery) run against Apache Kafka through each
+# route of bench.peers. What differs from bench.fanin is the target, `KafkaTarget`:
 #
 #   counting    the broker's own meters over JMX (testbed/kafka_jmx.py): FetchConsumer is the
 #               clients' fetches (replication is FetchFollower), so no relay sits in any route

@@ -1,6 +1,6 @@
-# Strategy: issue 26's goals, judged on one run's rows, one line per row of the section it
-# compares. Each goal sets purgatory-proxy's median against every peer's median in the same
-# run (throughput as ratios to the same round's direct, costs as the forwarders' own values):
+# Strategy: the goals against the peers, judged on one run's rows, one line per row of the section
+# it compares. Each goal sets purgatory-proxy's median against every peer's median in the same run
+# (throughput as ratios to the same round's direct, costs as the forwarders' own values):
 #
 #   throughput         ahead of both peers on every produce / consume / per-request row
 #   CPU                no more CPU per GiB (each row) or per request than either peer
@@ -10,7 +10,7 @@
 #
 # A peer that was not measured is named in the line; the verdict is then over the peers that
 # were, and says so.
-"""Issue 26's goals against a bench.peers run."""
+"""The goals against the peers, on a bench.peers run."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def _added_of(rows: Sequence[Row], key: str, match: Row, route: str) -> float | 
 
 
 def goals_table(config: Config, rows: Sequence[Row]) -> list[str]:
-    """The goals of issue 26 that this run measured, met or not (none: no table)."""
+    """The goals this run measured, met or not (none: no table)."""
     goals = [
         *_throughput(config, matching(rows, family="throughput")),
         *_latency(config, matching(rows, family="latency")),

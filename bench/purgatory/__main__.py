@@ -1,4 +1,4 @@
-# Strategy: reproduce seed 000's purgatory benchmark (Kafka's TestPurgatoryPerformance) for
+# Strategy: reproduce the purgatory redesign's benchmark (Kafka's TestPurgatoryPerformance) for
 # our timing-wheel purgatory and, in the same run, for a faithful copy of the design it
 # replaced (Kafka 0.8.2's RequestPurgatory: a heap of individual requests plus watcher lists
 # purged whenever their total size reaches the purge interval).

@@ -1,7 +1,7 @@
-# Strategy: the section says how the points were measured (seed 000's workload, the harness's
-# turns, what achieved and saturation mean) before the numbers: the saturation rate per
-# scenario and implementation, then every point, then a chart of achieved rate and CPU per
-# request against the target rate.
+# Strategy: the section says how the points were measured (Kafka's TestPurgatoryPerformance
+# workload, the harness's turns, what achieved and saturation mean) before the numbers: the
+# saturation rate per scenario and implementation, then every point, then a chart of achieved rate
+# and CPU per request against the target rate.
 """The purgatory benchmark's report: the markdown section and its chart."""
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def chart(points: list[Point], path: Path) -> None:
         bottom.legend()
         top.grid(alpha=0.3)
         bottom.grid(alpha=0.3)
-    fig.suptitle("Purgatory enqueue performance, one CPython thread (seed 000's benchmark)")
+    fig.suptitle(
+        "Purgatory enqueue performance, one CPython thread (Kafka's TestPurgatoryPerformance)"
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)
@@ -74,13 +76,14 @@ def markdown(points: list[Point], requests: int, cap_s: float, command: str) -> 
         "",
         machine_line(),
         "",
-        f"Command: `{command}`. Seed 000's benchmark: exponential inter-arrivals at the target "
-        f"rate, log-normal completion latency, timeout {TIMEOUT_MS} ms, {PAYLOAD_BYTES}-byte "
-        f"payload, tick {DEFAULT_TICK_MS} ms, wheel {DEFAULT_WHEEL_SIZE}, purge interval "
-        f"{DEFAULT_PURGE_INTERVAL}, {KEYS_PER_REQUEST} keys per request. {requests:,} requests "
-        f"per point, or {cap_s:.0f} s of enqueueing when the target is too slow or the loop "
-        "saturates (marked *). Achieved = the lower of the enqueue rate (requests enqueued / "
-        "enqueue time, TestPurgatoryPerformance's 'actual rate') and the processed rate "
+        f"Command: `{command}`. Kafka's TestPurgatoryPerformance: exponential inter-arrivals at "
+        f"the target rate, log-normal completion latency, timeout {TIMEOUT_MS} ms, "
+        f"{PAYLOAD_BYTES}-byte payload, tick {DEFAULT_TICK_MS} ms, wheel {DEFAULT_WHEEL_SIZE}, "
+        f"purge interval {DEFAULT_PURGE_INTERVAL}, {KEYS_PER_REQUEST} keys per request. "
+        f"{requests:,} requests per point, or {cap_s:.0f} s of enqueueing when the target is "
+        "too slow or the loop saturates (marked *). Achieved = the lower of the enqueue rate "
+        "(requests enqueued / enqueue time, TestPurgatoryPerformance's 'actual rate') and the "
+        "processed rate "
         f"(requests completed or expired per second, from {WARMUP_MS} ms to the end of the "
         "enqueue phase). One thread generates, completes and expires, taking turns like "
         "threads on one core (generator: "

@@ -1,6 +1,6 @@
-# Strategy: seed 000's benchmark (Kafka's TestPurgatoryPerformance) fixes the workload: each
-# request waits on 3 keys drawn once from 100, carries a 100-byte payload and times out after
-# 200 ms; arrivals are exponential at the target rate and completion latencies log-normal,
+# Strategy: the purgatory redesign's benchmark (Kafka's TestPurgatoryPerformance) fixes the
+# workload: each request waits on 3 keys drawn once from 100, carries a 100-byte payload and times
+# out after 200 ms; arrivals are exponential at the target rate and completion latencies log-normal,
 # given by their p50 and p75. Both implementations run exactly this workload (same seed).
 """The purgatory benchmark's workload: scenarios, rates, arrivals and completion latencies."""
 

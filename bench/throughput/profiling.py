@@ -94,7 +94,7 @@ def fold(profile: Profile) -> tuple[list[tuple[str, int]], list[tuple[str, int]]
     return own.most_common(), cumulative.most_common()
 
 
-#: The connection's response pump and its reports (proxy/connection/client.py before issue 27).
+#: The connection's response pump and its reports.
 _RESPONSES = "proxy/connection/responses.py"
 _RECORDS = "proxy/connection/records.py"
 

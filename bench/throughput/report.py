@@ -1,7 +1,7 @@
 # Strategy: the docs/benchmarks.md sections of a run, made only from its Config and Results:
-# per-route values with the two ratios the issue asks for (proxy / direct, proxy / tansu
+# per-route values with two ratios (proxy / direct, proxy / tansu
 # proxy), the forwarders' CPU per GiB and RSS, the open-loop rates offered and achieved, the
-# goals of issue 10 (reported, never asserted), latency per round, and a chart; and the A/B
+# goals (reported, never asserted), latency per round, and a chart; and the A/B
 # table of --baseline. Values are means over rounds, the A/B table's medians.
 """The throughput benchmark's report: tables, chart and the markdown section."""
 
@@ -114,7 +114,7 @@ def ratio_table(config: Config, results: Results) -> str:
     """The Markdown table of per-route values and the two ratios the issue asks for."""
     names = list(config.routes)
     lines = [
-        "| metric | " + " | ".join(names) + " | proxy/direct | proxy/tansu-proxy |",
+        "| metric | " + " | ".join(names) + " | proxy ÷ direct | proxy ÷ tansu-proxy |",
         "|---|" + "---:|" * (len(names) + 2),
     ]
     for label, values in summary_rows(config, results):
@@ -340,7 +340,7 @@ client (producer, delivery callbacks and the timing consumer share one Python pr
 the broker saturate the 2 cores, so those rows compare queues, not forwarding cost. The 5 %
 and 10 % rows are the unsaturated ones.
 
-Goals of issue 10 against this run:
+Goals against this run (each row states one):
 
 {goals_table(config, results)}
 

@@ -1,7 +1,7 @@
 # Strategy: the embedded broker must live exactly as long as the proxy, including when the proxy
 # is SIGKILLed and runs no cleanup. Linux's PR_SET_PDEATHSIG is the usual tool, but it fires
 # when the *thread* that forked the child exits, and trio forks from a worker thread that it
-# retires after 10 s idle: the broker died ten seconds after every start (issue 15). So the
+# retires after 10 s idle: the broker died ten seconds after every start. So the
 # proxy starts this keeper instead, with a lifeline: a pipe on the keeper's stdin whose write end
 # only the proxy holds. The kernel closes that end when the proxy dies, however it dies, and the
 # keeper sees EOF. The keeper is single-threaded, so PDEATHSIG on the broker *is* bound to the

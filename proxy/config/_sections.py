@@ -165,7 +165,7 @@ class ConnectionsSection(_Section):
     past that (after the proxy answered a produce REQUEST_TIMED_OUT itself, or past a fetch's max
     wait) is taken as hung: the client's connection is closed, so the client looks for the
     partition's leader again (as its own request timeout would have made it do)."""
-    # Connection quotas (issue 29; Kafka's KIP-402 and KIP-612, with Kafka's defaults: no
+    # Connection quotas (Kafka's KIP-402 and KIP-612, with Kafka's defaults: no
     # limit). An excess connection is closed as it is accepted (proxy/connection/admission.py).
     max_connections: int = Field(default=UNLIMITED, ge=0)
     """Client connections open at once, all listeners (Kafka: max.connections); lowered at
@@ -200,7 +200,7 @@ class ConnectionsSection(_Section):
 
 
 class PurgatorySection(_Section):
-    """The timing wheel that holds delayed operations (seed 000's parameters)."""
+    """The timing wheel that holds delayed operations (Kafka's SystemTimer defaults)."""
 
     tick_ms: int = Field(default=DEFAULT_TICK_MS, ge=1)
     wheel_size: int = Field(default=DEFAULT_WHEEL_SIZE, ge=2)
@@ -209,7 +209,7 @@ class PurgatorySection(_Section):
 
 
 class FetchSection(_Section):
-    """Fetch sessions and long-polls terminated in the proxy (issue 6)."""
+    """Fetch sessions and long-polls terminated in the proxy."""
 
     hold: bool = True
     """Hold long-poll fetches and produces in the proxy's purgatory; false forwards them."""

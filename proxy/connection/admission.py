@@ -1,6 +1,6 @@
 # Strategy: Kafka's connection quotas (KIP-402, KIP-612) as pure bookkeeping the accept loops
 # ask about each connection: total, per address, and creation rates (token buckets), checked
-# from the cheapest to undo to the dearest. The excess is closed at accept (issue 29), so a
+# from the cheapest to undo to the dearest. The excess is closed at accept, so a
 # client learns at once to come back later. No trio, no sockets, no clock.
 """Connection limits at accept: total, per IP address, and creation rate (KIP-402, KIP-612)."""
 

@@ -43,7 +43,7 @@ _API_VERSIONS = int(ApiKey.API_VERSIONS)
 #: reservation, at most this much per connection.
 READ_AHEAD = 16 * 1024
 #: A larger request is reserved from the pool this much at a time (doubling), as its bytes
-#: arrive (proxy/primitives/framed.py, issue 29): a client that declares a large frame and sends
+#: arrive (proxy/primitives/framed.py): a client that declares a large frame and sends
 #: nothing holds this much, not the frame. Requests this small (nearly all) are reserved in one go.
 _FIRST_PIECE_BYTES = 64 * 1024
 

@@ -391,7 +391,7 @@ class UpstreamLink:
         errors = []
         for address in candidates:
             try:
-                # TLS, and the proxy's own SASL identity unless clients pass theirs (issue 16).
+                # TLS, and the proxy's own SASL identity unless clients pass theirs (passthrough).
                 stream = await services.client_dialer.connect(address)
                 connects.labels("ok").inc()
                 return stream

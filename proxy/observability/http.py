@@ -1,5 +1,5 @@
 # Strategy: the operator's HTTP endpoint, served from the proxy's own trio run with h11 (sans-I/O
-# HTTP: bytes in, events out), the same shape as h11's examples/trio-server.py:
+# HTTP: bytes in, events out), the same shape as python-hyper/h11:examples/trio-server.py:
 #
 #   accept loop -> one task per HTTP connection -> h11.Connection -> route -> response
 #
@@ -10,7 +10,7 @@
 # without locks. Each receive is bounded by a timeout so an idle or slowloris scraper cannot
 # hold a task forever; h11 bounds the header size itself (16 KiB).
 #
-# The endpoint must answer when the clients have taken every descriptor they may (issue 29):
+# The endpoint must answer when the clients have taken every descriptor they may:
 # its connections come out of the descriptors the client cap leaves aside
 # (proxy/primitives/descriptors.py) and are at most _MAX_CONNECTIONS; a new one past that closes the
 # oldest, so a probe always gets in, however many idle scrapers hold connections. Out of descriptors

@@ -4,7 +4,7 @@
 # descriptors, and with ENOBUFS/ENOMEM when the kernel is out of memory: neither is the listener's
 # fault, and the clients waiting in the backlog get in once something closes. So the call waits 100
 # ms and tries again instead of raising (an exception out of an accept loop ends its nursery and,
-# for the HTTP endpoint, the proxy: issue 29). That is what trio.serve_listeners does, and
+# for the HTTP endpoint, the proxy). That is what trio.serve_listeners does, and
 # what it cites Twisted, Tornado and libuv for. One log line per streak of failures (the
 # counter has every one) and one when accepting works again.
 """accept() that waits out a lack of descriptors or memory instead of failing."""

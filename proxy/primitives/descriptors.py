@@ -1,4 +1,4 @@
-# Strategy: the proxy's descriptor budget (issue 29). Out of descriptors, accept() fails for
+# Strategy: the proxy's descriptor budget. Out of descriptors, accept() fails for
 # every listener alike, so the operators' endpoint would stop answering with the clients (and
 # it did: EMFILE out of its accept loop ended the proxy). The proxy therefore counts the
 # descriptors its client connections hold, one per descriptor actually open, against what the

@@ -6,7 +6,7 @@
 # (`next_size`), then, after the caller has allocated from the pool, the rest of that frame
 # (`finish`). With `read_ahead` (bytes) a receive may bring up to that many bytes at once, so
 # small pipelined frames cost one receive for several instead of two each. With
-# `first_piece_bytes` a large frame is paid for as it arrives (issue 29): `finish(lease)` grows
+# `first_piece_bytes` a large frame is paid for as it arrives: `finish(lease)` grows
 # the lease before each doubling of the frame's buffer, and a growth the pool cannot give at
 # once asks for the whole rest and parks (proxy/primitives/memory_growth.py); parked is not the
 # client's fault, so the frame deadline is stood down meanwhile.
@@ -39,7 +39,7 @@ UNBOUNDED_FRAME_BYTES = 2**31 - 1
 _FRAMES_PER_CHECKPOINT = 16
 #: A frame this large counts as a whole batch: the reader yields before the next one, so
 #: connections pipelining large requests are read one request each in turn, as a Kafka
-#: broker's selector reads them (issue 29), not one connection's pipeline after another.
+#: broker's selector reads them, not one connection's pipeline after another.
 _YIELD_AFTER_BYTES = 64 * 1024
 
 

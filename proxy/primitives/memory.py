@@ -15,7 +15,7 @@
 # * Deadlock rule (KIP-72: never mute a channel that already holds pool memory): ``allocate``
 #   refuses a task that holds a lease (``WouldDeadlock``), waiting or not, so the bug shows on
 #   the first call; a reader that passes a whole frame on calls ``lease.hand_off()``.
-# * Requests in processing (issue 29): a forwarded request's bytes stay counted until its
+# * Requests in processing: a forwarded request's bytes stay counted until its
 #   answer is written (``start_processing``/``end_processing``), as a broker counts a request
 #   until its processing ends; apart from ``used_bytes``.
 # * Growth of a lease as a large frame arrives, and its overdraft:

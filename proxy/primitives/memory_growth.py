@@ -1,4 +1,4 @@
-# Strategy: honest growth (issue 29). A large frame is not paid for in full when its size is
+# Strategy: honest growth. A large frame is not paid for in full when its size is
 # read, but as its bytes arrive: its lease starts at a first piece and grows before each further
 # piece is read (proxy/primitives/framed.py), so a client that declares 100 MiB and sends nothing
 # holds one piece, not 100 MiB. Growth is the one wait allowed to a lease holder, and it could

@@ -1,4 +1,4 @@
-# Strategy: Kafka's DelayedOperationPurgatory on one trio thread (notes §2, §7).
+# Strategy: Kafka's DelayedOperationPurgatory on one trio thread.
 #
 # - An operation waits in two places: the timer (by deadline) and one watcher list per key
 #   (by the event that may complete it). Completion removes it from the timer at once, O(1),
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: Purge watcher lists once this many completed operations may linger in them; Kafka's
-#: ``*.purgatory.purge.interval.requests`` default (seed 000, notes §2).
+#: ``*.purgatory.purge.interval.requests`` default.
 DEFAULT_PURGE_INTERVAL = 1000
 
 
@@ -369,7 +369,7 @@ class Purgatory:
         """Drop completed operations from every watcher list (O(total watched)).
 
         Before the sweep the estimate is reset to the timer's size, the exact number of
-        pending operations; operations watched later add to it again (seed 000).
+        pending operations; operations watched later add to it again (as Kafka's purge does).
         """
         self._estimated_total = self._pending.count
         self._purges += 1

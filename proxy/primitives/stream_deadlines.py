@@ -2,7 +2,7 @@
 # armed only when the stream makes them wait, so a frame already in hand, or a write the kernel
 # takes at once, moves no deadline (a move costs a few µs). Reads: the idle deadline while
 # waiting for a prefix, the frame deadline while waiting for a body, each armed once per piece
-# (a peer trickling bytes does not move it). Writes (issue 29): armed when a write must wait
+# (a peer trickling bytes does not move it). Writes: armed when a write must wait
 # for room, cleared once everything queued is written, so a client that does not take an
 # answer is cut whatever the answer's size. Streams that are not plain sockets cannot tell in
 # advance: there every write arms and clears it.

@@ -115,7 +115,7 @@ class RandomWhenTight:
     while another waits for its turn in it: Kafka's selector reads each ready channel once per
     poll, in a shuffled order, and keeps one request per channel in processing; a plain random
     pick let a connection that was just served win again while another waited for its first
-    turn (with pipelining clients, issue 29 measured connections left with nothing for
+    turn (with pipelining clients, connections were measured left with nothing for
     seconds). A waiter without a Turn joins the round being served.
 
     Three views of one set: the round's array and the later arrivals' array, each for O(1)

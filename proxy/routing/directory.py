@@ -20,7 +20,7 @@ __all__ = ["BrokerDirectory", "BrokerPorts"]
 
 
 class BrokerPorts(Protocol):
-    """Who binds a new broker's listener (proxy/listeners.Listeners)."""
+    """Who binds a new broker's listener (proxy/connection/listeners.Listeners)."""
 
     def open_broker(self, node_id: int, wanted_port: int) -> int:
         """Bind broker ``node_id``'s listener (``wanted_port`` 0: any) and return its port."""

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 
 
 class BrokerDirectory(Protocol):
-    """What the rewriter needs to know brokers by (proxy/directory.BrokerDirectory)."""
+    """What the rewriter needs to know brokers by (proxy/routing/directory.BrokerDirectory)."""
 
     topic_names: TopicNames
 

@@ -1,4 +1,4 @@
-# Strategy: the security settings (issue 16) live here as their own section models so that
+# Strategy: the security settings live here as their own section models so that
 # proxy/config/ only names them, and so that the code that uses them can move without touching
 # the rest of the configuration.
 #

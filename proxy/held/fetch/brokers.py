@@ -37,7 +37,7 @@ _SWEEP_INTERVAL_S = 10.0
 
 
 class BrokerAddresses(Protocol):
-    """Where each upstream broker is (proxy/routing.Routing provides it)."""
+    """Where each upstream broker is (proxy/routing/table.Routing provides it)."""
 
     def upstream_of(self, node_id: int) -> Address | None: ...
 

@@ -1,6 +1,6 @@
 # Strategy: the public surface of the timer package; each private module holds one idea
 # (a bucket, a wheel, the timer that queues buckets), as Kafka's timer classes do.
-"""Hierarchical timing wheel (seed 000): O(1) add and cancel, clock-free.
+"""Hierarchical timing wheel (Kafka's): O(1) add and cancel, clock-free.
 
 Nothing in this package reads a clock or awaits: the caller passes integer milliseconds.
 ``proxy.primitives.purgatory`` owns the one trio task that drives it.

@@ -6,10 +6,10 @@
 # list with a sentinel root). The entry exists there so that a task re-added while an old
 # entry is mid-flush can be told apart from its stale entry, under concurrent threads. Here
 # everything runs on one trio thread, and a dict's delete runs in C where a Python-level
-# pointer splice costs four attribute stores, so the task is the cell ("a timer task saves a
-# link cell in itself", seed 000) and identity of `task._bucket` plays the part of Kafka's
-# entry identity: a task whose back-reference no longer points at the bucket being flushed
-# was cancelled or moved meanwhile, and is skipped.
+# pointer splice costs four attribute stores, so the task is the cell (a timer task saves a
+# link cell in itself) and identity of `task._bucket` plays the part of Kafka's entry
+# identity: a task whose back-reference no longer points at the bucket being flushed was
+# cancelled or moved meanwhile, and is skipped.
 """Timer tasks and the buckets (task lists) of a timing wheel."""
 
 from __future__ import annotations

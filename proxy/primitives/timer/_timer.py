@@ -4,7 +4,7 @@
 # matches its bucket is stale and skipped when popped (lazy deletion, as trio's own deadline
 # heap does). The owner asks `next_expiration_ms()` to know how long it may sleep, and calls
 # `advance_clock(now_ms)`, which flushes due buckets one by one, each time moving the wheel
-# only to that bucket's expiration (notes pitfall 16).
+# only to that bucket's expiration (never to "now": _wheel.py says why).
 """The timer: a hierarchical timing wheel plus the priority queue of its buckets."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from ._wheel import TimingWheel
 
 __all__ = ["DEFAULT_TICK_MS", "DEFAULT_WHEEL_SIZE", "Timer"]
 
-#: Bucket width of the finest wheel; seed 000 and Kafka's SystemTimer default.
+#: Bucket width of the finest wheel; Kafka's SystemTimer default.
 DEFAULT_TICK_MS = 1
-#: Buckets per wheel; seed 000 and Kafka's SystemTimer default.
+#: Buckets per wheel; Kafka's SystemTimer default.
 DEFAULT_WHEEL_SIZE = 20
 
 

@@ -1,7 +1,8 @@
 # Strategy: Kafka's TimingWheel, clock-free. The wheel never reads a clock: it is told where
 # time is (`advance_clock(time_ms)`) by its owner, which only ever advances it to the
-# expiration of the bucket it is about to flush (notes pitfall 16). `add` answers "held" or
-# "already expired, run it now"; overflow wheels are created the first time they are needed.
+# expiration of the bucket it is about to flush (never to "now": see advance_clock). `add`
+# answers "held" or "already expired, run it now"; overflow wheels are created the first time
+# they are needed.
 """Hierarchical timing wheel.
 
 A simple timing wheel is a circular list of ``wheel_size`` buckets, each ``tick_ms`` wide,
@@ -129,7 +130,7 @@ class TimingWheel:
 
         The owner calls this with the expiration of the bucket it is flushing, never with
         "now": advancing past a bucket that is due but not yet flushed would let new tasks
-        land in it and mix two rotations (notes pitfall 16).
+        land in it and mix two rotations.
         """
         if time_ms >= self.current_time_ms + self.tick_ms:
             self.current_time_ms = time_ms - time_ms % self.tick_ms
