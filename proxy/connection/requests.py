@@ -144,9 +144,7 @@ class RequestPump:
                         frame = await self._read_body(reader, size, lease)
                         body = memoryview(frame)[_SIZE_BYTES:]
                         # An idle consumer's repeated fetch is held from its bytes.
-                        fetch = None
-                        if holds is not None and holds.repeats:
-                            fetch = holds.hold_repeat(body)
+                        fetch = None if holds is None else holds.hold_repeat(body)
                         if fetch is None:
                             fetch = await self._pass_on(frame, body, reader, arrival_s, ts,
                                                         muted_s)  # fmt: skip

@@ -147,17 +147,13 @@ class ResponsePump:
                 await self._answer_fetch(slot)
 
     async def _wait_for_request(self) -> None:
-        """Wait until a slot is owed. While a read-ahead is out, only until its time to be
-        claimed has passed: then it is given up (proxy/held/fetch/client.py)."""
+        """Wait until a slot is owed (the held path's while it holds for this connection: a
+        read-ahead out is given up at its time)."""
         holds, owed = self._holds, self._handoff.owed
-        expires_s = None if holds is None else holds.ahead_expires_s
-        if expires_s is None:
+        if holds is None:
             await owed.park()
-            return
-        with trio.move_on_at(expires_s):
-            await owed.park()
-        assert holds is not None
-        holds.expire_ahead()
+        else:
+            await holds.idle(owed)
 
     async def _send_forwarded(
         self, slot: Forwarded | HeldProduce, frame: bytes | bytearray

@@ -4,7 +4,8 @@
 # it is written:
 #
 #   request pump    fetch: hold_repeat or take, then start    (what to send, whether to wake)
-#   response pump   fetch: answer, then finish                (the frame as parts)
+#   response pump   fetch: answer, then finish                (the frame as parts); idle
+#                   between requests (a read-ahead's lifetime)
 #                   produce: answer inside interruptible; interrupted after an expiry;
 #                   produced once written
 #   the connection  abandon, when it ends
@@ -78,14 +79,9 @@ class ConnectionHolds:
         """Whether this connection's fetches are the proxy's to answer."""
         return self._fetches is not None
 
-    @property
-    def repeats(self) -> bool:
-        """Whether an idle consumer's repeats may come (see ``hold_repeat``)."""
-        fetches = self._fetches
-        return fetches is not None and fetches.repeats
-
     def hold_repeat(self, body: memoryview) -> ClientFetch | None:
-        """An idle consumer's repeated fetch, held from its bytes (None: not one)."""
+        """An idle consumer's repeated fetch, held from its bytes (None: not one; cheap when
+        no repeat is learnt)."""
         fetches = self._fetches
         return None if fetches is None else fetches.hold_repeat(body)
 
@@ -109,16 +105,13 @@ class ConnectionHolds:
         assert self._fetches is not None
         self._fetches.finish(fetch)
 
-    @property
-    def ahead_expires_s(self) -> float | None:
-        """When the read-ahead out is given up unless claimed (None: none is out)."""
-        fetches = self._fetches
-        return None if fetches is None else fetches.ahead_expires_s
-
-    def expire_ahead(self) -> None:
-        """Give up the read-ahead out if its time passed unclaimed."""
-        if self._fetches is not None:
-            self._fetches.expire_ahead()
+    async def idle(self, owed: trio.lowlevel.ParkingLot) -> None:
+        """Wait on ``owed`` until the response pump is owed a slot; a read-ahead out that the
+        client leaves unclaimed meanwhile is given up at its time."""
+        if self._fetches is None:
+            await owed.park()
+        else:
+            await self._fetches.idle(owed)
 
     # -- produces ------------------------------------------------------------------------
 

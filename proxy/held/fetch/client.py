@@ -160,11 +160,6 @@ class ClientFetches:
 
     # -- the request side ----------------------------------------------------------------
 
-    @property
-    def repeats(self) -> bool:
-        """Whether an idle consumer's repeats may come (a template is learnt)."""
-        return self._repeat is not None
-
     def hold_repeat(self, body: memoryview) -> ClientFetch | None:
         """Hold an idle consumer's repeated fetch from its bytes, without decoding, planning
         or a ticket (repeat.py, FetchHolding.hold_repeat): started already, its hold's end
@@ -368,15 +363,17 @@ class ClientFetches:
                                 expires_s)  # fmt: skip
         self._aheads_sent.inc()
 
-    @property
-    def ahead_expires_s(self) -> float | None:
-        """When the read-ahead out is given up unless claimed (None: none is out)."""
+    async def idle(self, owed: trio.lowlevel.ParkingLot) -> None:
+        """The response pump waits on ``owed`` for its next slot: while a read-ahead is out,
+        only until its time to be claimed (sent + the client's max wait, at least
+        ``LEAST_WAIT_S``); then it is given up: the client paused or stalls, and its memory
+        and upstream answer are not kept for it."""
         ahead = self._ahead
-        return None if ahead is None else ahead.expires_s
-
-    def expire_ahead(self) -> None:
-        """Give up the read-ahead out if its time has passed unclaimed: the client paused or
-        stalls, and its memory and upstream answer are not kept for it."""
+        if ahead is None:
+            await owed.park()
+            return
+        with trio.move_on_at(ahead.expires_s):
+            await owed.park()
         ahead = self._ahead
         if ahead is not None and trio.current_time() >= ahead.expires_s:
             self._ahead = None
