@@ -214,7 +214,11 @@ class FetchSection(_Section):
     hold: bool = True
     """Hold long-poll fetches and produces in the proxy's purgatory; false forwards them."""
     watcher_max_wait_ms: int = Field(default=500, ge=1)
-    """How long each broker's watcher long-poll waits upstream for new data."""
+    """How long each broker's watcher long-poll waits upstream for new data, at least (the
+    longest max wait of the fetches it covers when that is longer)."""
+    busy_window_ms: int = Field(default=300, ge=0)
+    """A fetch on partitions whose readable end moved twice within this long, and that no
+    other fetch waits on, goes upstream as the client's own long-poll; 0: always hold."""
     immediate_max_wait_ms: int = Field(default=100, ge=1)
     """Most a broker may keep the proxy's min_bytes=0 fetches (Kafka answers them at once)."""
     offset_watch_interval_ms: int = Field(default=100, gt=0)

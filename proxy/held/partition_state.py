@@ -1,8 +1,9 @@
-# Strategy: what the proxy knows of each partition's log end (high watermark, last stable
-# offset, log start, from every upstream answer), so a held fetch can tell "nothing new"
-# without asking the broker, trusted only while a watcher covers the partition; a produce
-# through the proxy makes it stale. Keys are (topic name, partition); v13+ topic ids are
-# named by proxy/routing/topic_names.py. The table is bounded: entries nothing names are swept.
+# Strategy: what the proxy knows of each partition's log end (high watermark, last stable offset,
+# log start, from every upstream answer), so a held fetch can tell "nothing new" without asking the
+# broker, trusted only while a watcher covers the partition; a produce through the proxy makes it
+# stale. When the readable end last moved tells a busy partition (news twice within a short window)
+# from an idle one woken now and then. Keys are (topic name, partition); v13+ topic ids are named by
+# proxy/routing/topic_names.py. The table is bounded: entries nothing names are swept.
 """Known log ends of partitions."""
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class PartitionState:
     watched_until_ms: int = -1
     #: The sweep generation of the last answer (PartitionStates.evict keeps the current one).
     generation: int = 0
+    #: When an answer last showed the readable end moved, and the time before (proxy clock, ms;
+    #: -1: not since the proxy first learnt it).
+    news_ms: int = -1
+    earlier_news_ms: int = -1
 
     def available(self, isolation_level: int) -> int:
         """The offset a consumer with this isolation level may read up to (exclusive)."""
@@ -119,13 +124,19 @@ class PartitionStates:
         last_stable_offset: int,
         log_start_offset: int,
         error_code: int,
+        now_ms: int = -1,
     ) -> bool:
-        """Record a broker's answer; True if it tells a waiting fetch something new (the log
-        end moved, an error appeared, or the partition had been stale)."""
+        """Record a broker's answer (read at ``now_ms``); True if it tells a waiting fetch
+        something new (the log end moved, an error appeared, or the partition had been
+        stale)."""
         state = self._states.get(key)
         if state is None:
             state = self._states[key] = PartitionState()
             self._added += 1
+        elif high_watermark > state.high_watermark >= 0 or (
+            last_stable_offset > state.last_stable_offset >= 0
+        ):
+            state.earlier_news_ms, state.news_ms = state.news_ms, now_ms
         state.generation = self._generation
         changed = (
             state.stale
@@ -165,6 +176,16 @@ class PartitionStates:
         state = self._states.get(key)
         if state is not None:
             state.stale = False
+
+    def busy(self, key: PartitionKey, now_ms: int, window_ms: int) -> bool:
+        """Whether the readable end of ``key`` moved twice within ``window_ms`` before
+        ``now_ms``: records keep coming (not one now and then)."""
+        state = self._states.get(key)
+        return (
+            state is not None
+            and state.earlier_news_ms >= 0
+            and (now_ms - state.earlier_news_ms <= window_ms)
+        )
 
     def nothing_new(
         self, key: PartitionKey, fetch_offset: int, isolation: int, now_ms: int

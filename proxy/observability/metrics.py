@@ -133,7 +133,8 @@ class Metrics:
         self.upstream_fetches = Counter(
             f"{PREFIX}_upstream_fetches",
             "Fetches the proxy sent upstream for held client fetches, by kind: immediate (a "
-            "client fetch forwarded at once), refetch (after a wake-up), watcher (long-polls).",
+            "client fetch forwarded at once), poll (a busy consumer's fetch forwarded as its own "
+            "long-poll), refetch (after a wake-up), watcher (long-polls).",
             ["kind"],
             registry=r,
         )

@@ -26,9 +26,10 @@ MEANINGS: Final[dict[Outcome, str]] = {
     "(per-partition errors are not in the log: such a request is ok)",
     "no_response": "an acks=0 Produce: Kafka sends no answer, so the request ends once it is "
     "written upstream",
-    "expired": "a Fetch held in the proxy's purgatory until its max_wait_ms passed with no "
-    "new data: answered with what there was, usually nothing; the normal end of an idle "
-    "consumer's long-poll, not a failure",
+    "expired": "a Fetch that waited until its max_wait_ms passed with no new data (held in the "
+    "proxy's purgatory; a busy consumer's, at the broker as its own long-poll): answered with "
+    "what there was, usually nothing; the normal end of an idle consumer's long-poll, not a "
+    "failure",
     "timeout": "a Produce whose timeout_ms passed before the broker answered: the proxy "
     "answered REQUEST_TIMED_OUT for every partition (the broker may still write the records)",
 }

@@ -275,6 +275,12 @@ class Purgatory:
         ops = self._watchers.get(key)
         return 0 if ops is None else len(ops)
 
+    def waiting_on(self, key: Hashable) -> bool:
+        """Whether an operation not yet completed waits on ``key`` (completed ones linger in
+        watcher lists until a purge)."""
+        ops = self._watchers.get(key)
+        return ops is not None and any(not op.is_completed for op in ops)
+
     # -- operations ----------------------------------------------------------------------
 
     def try_complete_else_watch(

@@ -127,7 +127,7 @@ async def test_records_produced_behind_the_proxy_wake_a_held_fetch_through_list_
         async def client_fetch() -> None:
             response = await client.request(_fetch(topic, {0: 0, 1: 0}), 12)
             assert isinstance(response, FetchResponse)
-            learn(FetchResults.of(response), states, names)
+            learn(FetchResults.of(response), states, names, current_time_ms())
 
         await client_fetch()  # the client's first look: both partitions empty
         for key in (p0, p1):

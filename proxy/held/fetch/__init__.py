@@ -11,6 +11,7 @@
 #   refetch.py          UpstreamReads: a held fetch's upstream reads, shared when identical
 #   own_reads.py        OwnReads: passthrough reads on the client's own connection and identity
 #   ahead.py            reading ahead for an active consumer: its next fetch predicted, matched
+#   read_ahead.py       ReadAheads: one connection's read-ahead sent, claimed, discarded
 #   frames.py           a held fetch's answer as frame parts; the idle consumer's empty answer
 #   answer.py           upstream fetches built from a session, client answers built from them
 #   session.py          KIP-227 fetch sessions terminated at the proxy

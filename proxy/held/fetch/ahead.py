@@ -119,11 +119,19 @@ def _moved(wanted: FetchTopic, moved: dict[tuple[str | UUID, int], tuple[int, in
 
 
 def serves(ahead: ReadAhead, first_look: FetchRequest, version: int, generation: int) -> bool:
-    """Whether ``ahead`` is exactly the first look a fetch would send now (``first_look``,
-    at ``version``) on the upstream connection's opening ``generation``: same partitions in
-    the same order at the same offsets and epochs, same isolation level, sizes and wait."""
-    return (
-        ahead.generation == generation and ahead.version == version and ahead.request == first_look
+    """Whether ``ahead`` asks what the first look a fetch would send now (``first_look``, at
+    ``version``) asks, on the upstream connection's opening ``generation``: same partitions in
+    the same order at the same offsets and epochs, same isolation level and sizes. How long
+    either lets the broker wait, and for how many bytes, may differ: a busy consumer's first
+    look is its long-poll, a read-ahead goes while more is readable (answered at once), and
+    the answer is judged by the client's own min bytes and deadline either way."""
+    if ahead.generation != generation or ahead.version != version:
+        return False
+    request = ahead.request
+    if (request.max_wait_ms, request.min_bytes) == (first_look.max_wait_ms, first_look.min_bytes):
+        return request == first_look
+    return request == replace(
+        first_look, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes
     )
 
 

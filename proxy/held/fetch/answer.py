@@ -93,10 +93,15 @@ def canonical(key: ClientKey, names: TopicNames) -> PartitionKey:
 
 
 def upstream_request(
-    request: FetchRequest, context: FetchContext, max_bytes: int, max_wait_ms: int
+    request: FetchRequest,
+    context: FetchContext,
+    max_bytes: int,
+    max_wait_ms: int,
+    min_bytes: int = 0,
 ) -> FetchRequest:
     """A sessionless fetch of every partition of ``context`` (the session's whole set for an
-    incremental fetch), with the client's offsets, at most ``max_bytes`` and min_bytes 0.
+    incremental fetch), with the client's offsets, at most ``max_bytes``; min_bytes 0 unless
+    given (a busy consumer's long-poll asks with the client's).
 
     min_bytes 0 makes a Kafka broker answer at once whatever ``max_wait_ms`` says. Tansu reads
     its storage within max_wait_ms and waits the whole of it when there is nothing (measured:
@@ -120,7 +125,7 @@ def upstream_request(
         replica_id=request.replica_id,
         replica_state=request.replica_state,
         max_wait_ms=max(1, min(request.max_wait_ms, max_wait_ms)),
-        min_bytes=0,
+        min_bytes=min_bytes,
         max_bytes=max(1, min(request.max_bytes, max_bytes)),
         isolation_level=request.isolation_level,
         session_id=0,
@@ -131,11 +136,17 @@ def upstream_request(
 
 
 def learn(
-    results: FetchResults, states: PartitionStates, names: TopicNames, *, errors: bool = True
+    results: FetchResults,
+    states: PartitionStates,
+    names: TopicNames,
+    now_ms: int,
+    *,
+    errors: bool = True,
 ) -> list[PartitionKey]:
-    """Record what an upstream answer says about each partition; the canonical keys whose
-    knowledge changed (their waiting fetches should be checked). ``errors=False``: partitions
-    answered with an error are not recorded (an answer to one identity of many)."""
+    """Record what an upstream answer (read at ``now_ms``) says about each partition; the
+    canonical keys whose knowledge changed (their waiting fetches should be checked).
+    ``errors=False``: partitions answered with an error are not recorded (an answer to one
+    identity of many)."""
     changed = []
     for key, data in results.partitions.items():
         if data.error_code and not errors:
@@ -147,6 +158,7 @@ def learn(
             data.last_stable_offset,
             data.log_start_offset,
             data.error_code,
+            now_ms,
         ):
             changed.append(ckey)
     return changed

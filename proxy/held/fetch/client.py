@@ -1,11 +1,11 @@
-# Strategy: one client connection's side of the fetches the proxy answers itself, from the plan
-# that says the proxy answers it to the answer's bytes. The request pump gets a `ClientFetch`
-# (`hold_repeat`: an idle consumer's repeat, held from its bytes; or `take`: planned and
-# decided), then `start`s it: held at once (decision HOLD), its first look handed back to send
-# on the client's own upstream connection (an active consumer), a read-ahead claimed, or read
-# the shared way by the answer. The response pump awaits `answer` and calls `finish` once it is
-# written. One fetch at a time per connection; at most one read-ahead (ahead.py), from pool
-# memory nobody waits for.
+# Strategy: one client connection's side of the fetches the proxy answers itself, from the plan that
+# says the proxy answers it to the answer's bytes. The request pump gets a `ClientFetch`
+# (`hold_repeat`: an idle consumer's repeat, held from its bytes; or `take`: planned and decided),
+# then `start`s it: held at once (decision HOLD), its first look handed back to send on the client's
+# own upstream connection (an active consumer; a busy one's is its own long-poll, decision POLL), a
+# read-ahead claimed, or read the shared way by the answer. The response pump awaits `answer` and
+# calls `finish` once it is written. One fetch at a time per connection; at most one read-ahead
+# (ahead.py), from pool memory nobody waits for.
 """A client connection's held fetches: from Fetch request to the answer's frame."""
 
 from __future__ import annotations
@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import trio
-from prometheus_client import Counter
 
 from proxy.held.client_upstream import ClientUpstream
-from proxy.held.fetch.ahead import LEAST_WAIT_S, Predictions, ReadAhead, serves
 from proxy.held.fetch.answer import nothing_to_tell
 from proxy.held.fetch.decision import FetchDecision
 from proxy.held.fetch.delayed import DelayedFetch
 from proxy.held.fetch.frames import EmptyAnswers, frame_parts, is_empty
 from proxy.held.fetch.own_reads import OwnReads
 from proxy.held.fetch.path import FetchPath
+from proxy.held.fetch.read_ahead import ReadAheads
 from proxy.held.fetch.repeat import FetchRepeat
 from proxy.held.fetch.session import ContextKind, FetchContext
 from proxy.held.fetch.ticket import FetchTicket
@@ -34,7 +33,7 @@ from proxy.routing.rewrite import BrokerDirectory, RequestPlan, advertise_node_e
 from wire.apis import ApiKey, response_header_version
 from wire.codec import decode, encode
 from wire.framing import frame as framed
-from wire.headers import RequestHeader, encode_request_header, parse_response_header
+from wire.headers import encode_request_header, parse_response_header
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
 
@@ -67,6 +66,7 @@ class ClientFetch:
     held_from_s: float = 0.0
     first_sent: bool = False
     ahead_id: int | None = None
+    polling: bool = False  # its long-poll is out (decision POLL): see FetchPlanner.polling
 
     @property
     def first_look_id(self) -> int | None:
@@ -150,13 +150,7 @@ class ClientFetches:
         # on this connection (what a read-ahead is predicted from), and the read-ahead in
         # flight.
         self._looked: FetchRequest | None = None
-        self._ahead: ReadAhead | None = None
-        self._predictions = Predictions()
-        read_aheads = metrics.read_aheads
-        self._aheads_sent = read_aheads.labels("sent")
-        self._aheads_used = read_aheads.labels("used")
-        self._aheads_discarded = read_aheads.labels("discarded")
-        self._aheads_expired = read_aheads.labels("expired")
+        self._aheads = ReadAheads(upstream, pool, path.response_max_bytes, metrics)
 
     # -- the request side ----------------------------------------------------------------
 
@@ -165,7 +159,7 @@ class ClientFetches:
         or a ticket (repeat.py, FetchHolding.hold_repeat): started already, its hold's end
         wakes the response pump. None: not one, or not now (another fetch's turn, a
         read-ahead out): ``take`` it as usual."""
-        if self._repeat is None or self._ahead is not None or not self._turn.value:
+        if self._repeat is None or self._aheads.out or not self._turn.value:
             return None
         repeat, plan = self._repeat
         matched = repeat.match(body)
@@ -176,7 +170,7 @@ class ClientFetches:
         if hold is None:
             return None
         self._turn.acquire_nowait()  # free: checked above, and nothing awaited since
-        self._predictions.fetched(None)
+        self._aheads.claim(None, 0)  # (none is out: checked above)
         fetch = ClientFetch(plan, correlation_id, None, repeat, hold, trio.current_time())
         self._fetches.add(fetch)
         return fetch
@@ -223,40 +217,59 @@ class ClientFetches:
         except trio.WouldBlock:
             await self._turn.acquire()
         self._fetches.add(fetch)
-        first_look: FetchRequest | None = None
-        if ticket.decision is FetchDecision.FETCH and link.is_open and not self._passthrough:
-            first_look = path.planner.immediate_request(ticket)
-        self._predictions.fetched(first_look)
-        ahead, self._ahead = self._ahead, None
+        first_look = self._first_look(ticket)
+        ahead = self._aheads.claim(first_look, fetch.plan.header.api_version)
         if ahead is not None:
-            version = fetch.plan.header.api_version
-            if first_look is not None and serves(ahead, first_look, version, link.generation):
-                # Its first look is asked already (perhaps answered): no new upstream request.
-                ticket.pay(ahead.lease)
-                self._looked = ahead.request
-                self._aheads_used.inc()
-                fetch.first_sent, fetch.ahead_id = True, ahead.correlation_id
-                return _CLAIMED
-            self._discard(ahead, self._aheads_discarded)
+            # Its first look is asked already (perhaps answered): no new upstream request.
+            ticket.pay(ahead.lease)
+            self._looked = ahead.request
+            fetch.first_sent, fetch.ahead_id = True, ahead.correlation_id
+            return _CLAIMED
         if ticket.decision is FetchDecision.HOLD and path.holding.hold_now(ticket, self._wake):
             return _HELD  # the response pump is woken by the end of the hold, not now
         if first_look is None:
             return FetchStart(None, 0.0, wake=True)
-        lease = self._pool.try_allocate(path.response_max_bytes)
         muted_s = 0.0
-        if lease is None:
-            parked_s = trio.current_time()
-            lease = await self._pool.allocate(path.response_max_bytes)
-            muted_s = trio.current_time() - parked_s
+        if ticket.decision is FetchDecision.POLL:
+            lease = self._pool.try_allocate(path.response_max_bytes)
+            if lease is None:  # (checked by _first_look: taken meanwhile)
+                ticket.decision = FetchDecision.FETCH
+                return FetchStart(None, 0.0, wake=True)
+        else:
+            lease = self._pool.try_allocate(path.response_max_bytes)
+            if lease is None:
+                parked_s = trio.current_time()
+                lease = await self._pool.allocate(path.response_max_bytes)
+                muted_s = trio.current_time() - parked_s
+            if not link.is_open:  # closed while muted: the shared way, then
+                lease.release()
+                return FetchStart(None, muted_s, wake=True)
         lease.hand_off()  # released by finish (ticket.release)
         ticket.pay(lease)
-        if not link.is_open:  # closed while muted: the shared way, then
-            return FetchStart(None, muted_s, wake=True)
         header = fetch.plan.header
         self._looked = first_look
         fetch.first_sent = True
+        if ticket.decision is FetchDecision.POLL:
+            fetch.polling = True
+            path.planner.polling(ticket, out=True)
         frame = framed(encode_request_header(header), encode(first_look, header.api_version))
         return FetchStart(frame, muted_s, wake=True)
+
+    def _first_look(self, ticket: FetchTicket) -> FetchRequest | None:
+        """The upstream request ``ticket``'s start sends on the client's own connection, if
+        any: a busy consumer's long-poll (POLL: opening the connection if need be), or an
+        active consumer's first look (FETCH: only on a connection already open). A POLL is
+        a FETCH instead when it would take the pool below half free: its budget is held for
+        as long as the broker holds it, and waiting consumers cost nothing in the purgatory."""
+        decision, path = ticket.decision, self._path
+        if decision is FetchDecision.POLL:
+            pool, size = self._pool, path.response_max_bytes
+            if pool.limit_bytes < 0 or pool.available_bytes - size >= pool.limit_bytes / 2:
+                return path.planner.poll_request(ticket)
+            ticket.decision = decision = FetchDecision.FETCH
+        if decision is FetchDecision.FETCH and self._upstream.is_open and not self._passthrough:
+            return path.planner.immediate_request(ticket)
+        return None
 
     # -- the response side ---------------------------------------------------------------
 
@@ -274,6 +287,7 @@ class ClientFetches:
             frame = await self._upstream.answer(
                 fetch.correlation_id if ahead_id is None else ahead_id
             )
+            self._poll_ended(fetch)
             body = memoryview(frame)[_SIZE_BYTES:]
             _, start = parse_response_header(body, response_header_version(ApiKey.FETCH, version))
             first = decode(FetchResponse, body[start:], version)
@@ -285,7 +299,7 @@ class ClientFetches:
         looked, self._looked = self._looked, None
         response = await self._path.answer(ticket, reads, first)
         if looked is not None and first is not None and not ticket.held_ms and not ticket.expired:
-            await self._read_ahead(looked, response, header, ticket.request.max_wait_ms)
+            await self._aheads.send_after(looked, response, header, ticket.request.max_wait_ms)
         return self._answer_of(response, ticket, version, fetch.correlation_id)
 
     async def _answer_repeat(self, fetch: ClientFetch) -> FetchAnswer:
@@ -330,62 +344,15 @@ class ClientFetches:
         size = sum(len(part) for part in parts)
         return FetchAnswer(parts, size, error_code, upstream_done_s, outcome, ticket.held_ms)
 
-    async def _read_ahead(
-        self, looked: FetchRequest, response: FetchResponse, header: RequestHeader, wait_ms: int
-    ) -> None:
-        """Send the read-ahead of the client's next fetch (``header``: its last fetch's, whose
-        max wait was ``wait_ms``), if there is one worth sending (ahead.Predictions) and
-        pool memory nobody waits for, while the pool stays at least half free with it."""
-        link, pool = self._upstream, self._pool
-        request = self._predictions.answered(looked, response)
-        if request is None or self._ahead is not None or not link.is_open:
-            return
-        size = self._path.response_max_bytes
-        if pool.limit_bytes >= 0 and pool.available_bytes - size < pool.limit_bytes / 2:
-            return  # consumers that pause with one out hold at most half the pool
-        lease = pool.try_allocate(size)
-        if lease is None:
-            return
-        lease.hand_off()  # released by the request pump (used or discarded) or by abandon
-        try:
-            version = header.api_version
-            correlation_id = await link.send_ahead(
-                version, header.client_id, encode(request, version)
-            )
-        except BaseException:
-            lease.release()
-            raise
-        if correlation_id is None:
-            lease.release()
-            return
-        expires_s = trio.current_time() + max(wait_ms / 1000, LEAST_WAIT_S)
-        self._ahead = ReadAhead(request, version, correlation_id, link.generation, lease,
-                                expires_s)  # fmt: skip
-        self._aheads_sent.inc()
-
     async def idle(self, owed: trio.lowlevel.ParkingLot) -> None:
-        """The response pump waits on ``owed`` for its next slot: while a read-ahead is out,
-        only until its time to be claimed (sent + the client's max wait, at least
-        ``LEAST_WAIT_S``); then it is given up: the client paused or stalls, and its memory
-        and upstream answer are not kept for it."""
-        ahead = self._ahead
-        if ahead is None:
-            await owed.park()
-            return
-        with trio.move_on_at(ahead.expires_s):
-            await owed.park()
-        ahead = self._ahead
-        if ahead is not None and trio.current_time() >= ahead.expires_s:
-            self._ahead = None
-            self._discard(ahead, self._aheads_expired)
+        """The response pump waits on ``owed`` for its next slot (a read-ahead out is given
+        up at its time: read_ahead.py)."""
+        await self._aheads.idle(owed)
 
-    def _discard(self, ahead: ReadAhead, outcome: Counter) -> None:
-        """Nobody will take the read-ahead: drop its answer (the connection answers in order:
-        it is skipped when it comes), release its memory, count it under ``outcome``."""
-        if ahead.generation == self._upstream.generation:
-            self._upstream.drop(ahead.correlation_id)
-        ahead.release()
-        outcome.inc()
+    def _poll_ended(self, fetch: ClientFetch) -> None:
+        if fetch.polling and fetch.ticket is not None:
+            fetch.polling = False
+            self._path.planner.polling(fetch.ticket, out=False)
 
     def finish(self, fetch: ClientFetch) -> None:
         """``fetch``'s answer is written: its memory is the pool's again, the next fetch's
@@ -398,14 +365,13 @@ class ClientFetches:
     def abandon(self) -> None:
         """The connection ended: no fetch of it keeps memory or a place in the purgatory."""
         for fetch in self._fetches:
+            self._poll_ended(fetch)
             if fetch.ticket is not None:
                 fetch.ticket.abandon()
             if fetch.hold is not None and not fetch.hold.is_completed:
                 fetch.hold.force_complete()
         self._fetches.clear()
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            self._discard(ahead, self._aheads_discarded)
+        self._aheads.abandon()
 
 
 def _has_error(response: FetchResponse) -> bool:

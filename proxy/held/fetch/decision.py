@@ -25,16 +25,31 @@ class FetchDecision(enum.Enum):
     HOLD = "hold"
     #: The broker is asked (on arrival: the first look; after a read: at once, again).
     FETCH = "fetch"
+    #: On arrival only: the broker is asked to hold it, as the client's own long-poll (its
+    #: max wait and min bytes): a busy consumer's answer in one round trip.
+    POLL = "poll"
+
+
+def _never(context: FetchContext) -> bool:
+    return False
 
 
 def decide_fetch(
-    context: FetchContext, max_wait_ms: int, nothing_new: Callable[[FetchContext], bool]
+    context: FetchContext,
+    max_wait_ms: int,
+    nothing_new: Callable[[FetchContext], bool],
+    busy: Callable[[FetchContext], bool] = _never,
 ) -> FetchDecision:
     """The decision for a fetch of ``context`` (its session applied) that may wait
-    ``max_wait_ms``; ``nothing_new`` says whether the proxy knows its partitions have nothing
-    the client has not seen (asked only when it matters: it reads every partition)."""
+    ``max_wait_ms``; ``busy`` says whether records keep coming on its partitions and no other
+    fetch waits on them (then the broker holds it: one round trip per answer, where a hold
+    and a re-fetch take two); ``nothing_new`` whether the proxy knows its partitions have
+    nothing the client has not seen. Each is asked only when it matters (they read every
+    partition)."""
     if context.kind is ContextKind.ERROR or not context.partitions:
         return FetchDecision.ANSWER
+    if max_wait_ms > 0 and busy(context):
+        return FetchDecision.POLL
     if max_wait_ms > 0 and nothing_new(context):
         return FetchDecision.HOLD
     return FetchDecision.FETCH

@@ -11,7 +11,7 @@ import trio
 
 from proxy.config import Config
 from proxy.errors import UpstreamUnavailable
-from proxy.held.fetch.answer import FetchResults, build_response, error_response
+from proxy.held.fetch.answer import FetchResults, build_response, error_response, satisfied
 from proxy.held.fetch.brokers import BrokerAddresses, BrokerResources
 from proxy.held.fetch.decision import FetchDecision, decide_after_read
 from proxy.held.fetch.holding import FetchHolding
@@ -69,7 +69,8 @@ class FetchPath:
             passthrough=config.proxy.client_auth == "passthrough",
         )  # fmt: skip
         self.planner = FetchPlanner(resources, states, names, self.response_max_bytes,
-                                    self._immediate_max_wait_ms)  # fmt: skip
+                                    self._immediate_max_wait_ms, fetches,
+                                    fetch.busy_window_ms)  # fmt: skip
         self.holding = FetchHolding(fetches, resources, self.planner, states, names)
         self._reads = UpstreamReads(
             pool, resources, self.planner, states, names, fetches, metrics,
@@ -121,6 +122,10 @@ class FetchPath:
             decision = decide_after_read(request, context, results, now_ms, ticket.deadline_ms,
                                          held=ticket.hold is not None, patient=patient)  # fmt: skip
             if decision is FetchDecision.ANSWER:
+                # A busy consumer's long-poll that ran out at the broker expired there.
+                ticket.expired = ticket.decision is FetchDecision.POLL and not satisfied(
+                    results, request.min_bytes
+                )
                 break
             try:
                 if decision is FetchDecision.FETCH:  # records reported, not returned: again

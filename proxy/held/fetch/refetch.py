@@ -17,13 +17,14 @@ import trio
 from proxy.errors import UpstreamFailed, UpstreamUnavailable
 from proxy.held.fetch.answer import FetchResults, canonical, learn
 from proxy.held.fetch.brokers import BrokerResources
+from proxy.held.fetch.decision import FetchDecision
 from proxy.held.fetch.planning import FetchPlanner
 from proxy.held.fetch.ticket import FetchTicket
 from proxy.held.partition_state import PartitionKey, PartitionStates
 from proxy.observability.metrics import Metrics
 from proxy.primitives.lease import SharedLease
 from proxy.primitives.memory import MemoryPool
-from proxy.primitives.purgatory import Purgatory
+from proxy.primitives.purgatory import Purgatory, current_time_ms
 from proxy.routing.topic_names import TopicNames
 from wire.messages.fetch_request import FetchRequest
 from wire.messages.fetch_response import FetchResponse
@@ -105,11 +106,13 @@ class UpstreamReads:
         self._answer_grace_s = answer_grace_s
         self._reads: dict[Hashable, _SharedRead] = {}
         self._immediate = metrics.upstream_fetches.labels("immediate")
+        self._polls = metrics.upstream_fetches.labels("poll")
         self._refetches = metrics.upstream_fetches.labels("refetch")
 
     def first_look_answered(self, ticket: FetchTicket, response: FetchResponse) -> FetchResults:
-        """A first look the client connection sent on its own connection was answered."""
-        self._immediate.inc()
+        """A first look the client connection sent on its own connection was answered (a busy
+        consumer's: its long-poll)."""
+        (self._polls if ticket.decision is FetchDecision.POLL else self._immediate).inc()
         return self.take(ticket, response, own=False)
 
     async def read(
@@ -224,7 +227,7 @@ class UpstreamReads:
         for key in ticket.context.partitions:
             if key not in results.partitions:
                 self._states.settle(canonical(key, self._names))
-        self._wake(learn(results, self._states, self._names))
+        self._wake(learn(results, self._states, self._names, current_time_ms()))
 
     def _learn_own(self, ticket: FetchTicket, results: FetchResults) -> None:
         """Record what an answer to one client's identity may tell the others: the offsets of
@@ -233,7 +236,7 @@ class UpstreamReads:
         of being held, which a stale mark would wake again at once."""
         partitions = results.partitions
         results.incomplete = any(key not in partitions for key in ticket.context.partitions)
-        self._wake(learn(results, self._states, self._names, errors=False))
+        self._wake(learn(results, self._states, self._names, current_time_ms(), errors=False))
 
     def _wake(self, changed: list[PartitionKey]) -> None:
         """Wake the fetches held on partitions whose knowledge changed; sweep the table if the

@@ -92,7 +92,7 @@ class UpstreamWatcher:
             assert isinstance(response, FetchResponse)
             # Read: no longer covered by this poll; the next one covers what is still wanted.
             self._states.cover(keys, current_time_ms())
-            changed = learn(FetchResults.of(response), self._states, self._names)
+            changed = learn(FetchResults.of(response), self._states, self._names, current_time_ms())
             for key in changed:
                 self._purgatory.check_and_complete(key)
             if response.error_code:

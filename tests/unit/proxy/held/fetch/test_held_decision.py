@@ -47,6 +47,15 @@ def test_a_session_error_or_no_partitions_is_answered_at_once_without_looking() 
     assert decide(fetch(500, partitions=0), nothing_new=True) == (FetchDecision.ANSWER, 0)
 
 
+def test_a_busy_consumers_fetch_that_may_wait_is_its_own_long_poll() -> None:
+    context = FetchSessionCache().new_context(fetch(500), now_ms=0)
+    busy, quiet = (lambda context: True), (lambda context: False)
+    assert decide_fetch(context, 500, quiet, busy) is FetchDecision.POLL
+    assert decide_fetch(context, 500, busy, busy) is FetchDecision.POLL  # news or not
+    assert decide_fetch(context, 0, busy, busy) is FetchDecision.FETCH  # it may not wait
+    assert decide_fetch(context, 500, busy, quiet) is FetchDecision.HOLD
+
+
 def test_a_produce_is_held_for_what_is_left_of_its_timeout_unless_answered() -> None:
     assert produce_hold_ms(1000, 200, answered=False) == 800
     assert produce_hold_ms(1000, 1500, answered=False) == 0  # expires at the next tick

@@ -169,7 +169,7 @@ def test_incremental_fetch_asks_for_the_whole_session_and_answers_only_news() ->
     cache, states, names = _cache(), PartitionStates(), TopicNames()
     full = cache.new_context(_request({("t", 0): 0, ("t", 1): 0}), now_ms=0)
     first = FetchResults.of(_answer({("t", 0): (3, b"abc"), ("t", 1): (0, b"")}))
-    learn(first, states, names)
+    learn(first, states, names, 0)
     response = build_response(full, first, states, names, now_ms=0)
     session_id = response.session_id
     assert session_id == 7
@@ -190,7 +190,7 @@ def test_incremental_fetch_asks_for_the_whole_session_and_answers_only_news() ->
 
     # Only partition 1 got a record: the answer carries it alone.
     second = FetchResults.of(_answer({("t", 0): (3, b""), ("t", 1): (1, b"x")}))
-    learn(second, states, names)
+    learn(second, states, names, 0)
     response = build_response(incremental, second, states, names, now_ms=1)
     assert response.session_id == session_id
     assert [(t.topic, [p.partition_index for p in t.partitions]) for t in response.responses] == [
@@ -210,7 +210,7 @@ def test_satisfied_by_min_bytes_or_any_error() -> None:
 def test_a_fetch_that_got_too_little_waits_past_what_it_saw() -> None:
     cache, states, names = _cache(), PartitionStates(), TopicNames()
     context = cache.new_context(_request({("t", 0): 2, ("t", 1): 0}), now_ms=0)
-    learn(FetchResults.of(_answer({("t", 0): (4, b"xy"), ("t", 1): (0, b"")})), states, names)
+    learn(FetchResults.of(_answer({("t", 0): (4, b"xy"), ("t", 1): (0, b"")})), states, names, 0)
     assert reached_offsets(context, states, names, 0) == [(("t", 0), 4), (("t", 1), 0)]
 
 
