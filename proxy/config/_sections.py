@@ -186,7 +186,7 @@ class ConnectionsSection(_Section):
     connection_creation_rate quota of an IP, KIP-612)."""
     reserved_descriptors: int = Field(default=64, ge=16)
     """Descriptors kept from client connections for the proxy itself (the HTTP endpoint's
-    probes above all): the client connection cap is (RLIMIT_NOFILE - this - 6 per broker) / 2."""
+    probes above all): the client connection cap is (RLIMIT_NOFILE - this - 7 per broker) / 2."""
 
     @model_validator(mode="after")
     def _zero_per_ip_needs_overrides(self) -> ConnectionsSection:

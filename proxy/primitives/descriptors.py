@@ -11,7 +11,7 @@
 #              consumer whose fetches the purgatory answers has none, so 10,000 idle
 #              consumers cost 10,000 descriptors, not 20,000). A connection that needs its
 #              upstream connection when none is left is closed with one line.
-#   PER_BROKER 6: a broker's listener, its four re-fetch channels and its watcher;
+#   PER_BROKER 7: a broker's listener, its four re-fetch channels and its watcher's two;
 #   reserved   [connections] reserved_descriptors (64): standard streams, the event loop, the
 #              bootstrap and HTTP listeners, up to 16 HTTP connections (health probes and
 #              scrapes), the metadata refresher, the request log, the embedded broker's pipes
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 __all__ = ["PER_BROKER", "DescriptorBudget", "DescriptorLimit", "raise_descriptor_limit"]
 
-PER_BROKER = 6
+PER_BROKER = 7
 _UNLIMITED = 2**31 - 1
 
 

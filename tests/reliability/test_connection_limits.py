@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer
 
+from proxy.primitives.descriptors import PER_BROKER
 from testbed.processes import Broker, free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
 from testbed.topics import create_topic
@@ -125,9 +126,9 @@ def test_out_of_descriptors_the_proxy_refuses_the_excess_and_its_probes_answer(
         elapsed_s = time.monotonic() - started
         # One descriptor per client socket, and one per client's own upstream connection (the
         # ApiVersions asked before the proxy had the cluster's answer were forwarded); each
-        # broker's listener and channels take 6 of the budget.
+        # broker's listener and channels take PER_BROKER (7) of the budget.
         brokers = len(re.findall(r"broker \d+ is served at", proxy.log_text()))
-        assert served + own_upstreams == capacity - 6 * brokers
+        assert served + own_upstreams == capacity - PER_BROKER * brokers
         refused = metric_value(metrics, "purgatory_proxy_connections_refused_total",
                                reason="descriptors")  # fmt: skip
         assert refused == FLOOD - served

@@ -118,13 +118,15 @@ class BrokerResources:
         watcher = self._watchers.get(node_id)
         if watcher is None:
             settings = self._settings
-            shared = (self._channel(node_id), self._states, self._names, self._fetches)
+            shared = (self._states, self._names, self._fetches)
             if self._passthrough:
                 interval_ms = settings.offset_watch_interval_ms
-                watcher = OffsetWatcher(node_id, *shared, interval_ms, self._metrics)
+                watcher = OffsetWatcher(node_id, self._channel(node_id), *shared, interval_ms,
+                                        self._metrics)  # fmt: skip
             else:
+                channels = (self._channel(node_id), self._channel(node_id))
                 max_wait_ms = settings.watcher_max_wait_ms
-                watcher = UpstreamWatcher(node_id, *shared, max_wait_ms, self._metrics)
+                watcher = UpstreamWatcher(node_id, channels, *shared, max_wait_ms, self._metrics)
             self._watchers[node_id] = watcher
             assert self._nursery is not None
             self._nursery.start_soon(watcher.run)

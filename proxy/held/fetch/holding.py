@@ -150,5 +150,6 @@ class FetchHolding:
         if self._fetches.try_complete_else_watch(operation, keys, now_ms):
             return None
         epochs = [cached.current_leader_epoch for cached in context.partitions.values()]
-        self._resources.watcher(node_id).want(keys, deadline_ms, epochs)  # (in keys' order)
+        watcher = self._resources.watcher(node_id)
+        watcher.want(keys, deadline_ms, epochs, deadline_ms - now_ms)  # (epochs in keys' order)
         return operation

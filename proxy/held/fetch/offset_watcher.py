@@ -91,10 +91,12 @@ class OffsetWatcher:
         """The partitions covered now (until their want and linger run out)."""
         return self._wanted
 
-    def want(self, keys: list[PartitionKey], until_ms: int, epochs: Sequence[int] = ()) -> None:
+    def want(
+        self, keys: list[PartitionKey], until_ms: int, epochs: Sequence[int] = (), wait_ms: int = 0
+    ) -> None:
         """Cover ``keys`` until ``until_ms`` (plus one interval of linger, so a consumer's next
         fetch finds the partition still watched). Keys by topic id are ignored; so are
-        ``epochs`` (ListOffsets is not fenced here)."""
+        ``epochs`` (ListOffsets is not fenced here) and ``wait_ms`` (polls go every interval)."""
         self._wanted.want(keys, until_ms)
 
     async def run(self) -> None:

@@ -16,9 +16,17 @@ from proxy.held.fetch.planning import FetchPlanner
 from proxy.held.fetch.session import INVALID_FETCH_SESSION_EPOCH
 from tests.support.inprocess import InProcessProxy, WireClient, proxy_in_process
 from tests.support.one_partition import broker_with_topic, fetch, produce
-from wire.messages.fetch_request import FetchRequest
+from wire.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 
 VERSION = 12
+
+
+def _fetch_u() -> FetchRequest:
+    """A sessionless fetch of u-0 from its start, held (u-0 is empty)."""
+    wanted = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+    return FetchRequest(max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, session_id=0,
+                        session_epoch=-1,
+                        topics=[FetchTopic(topic="u", partitions=[wanted])])  # fmt: skip
 
 
 def _incremental(session_id: int, epoch: int) -> FetchRequest:
@@ -158,12 +166,17 @@ async def test_a_repeat_whose_log_start_moved_is_told_it_at_its_deadline(
     log start (KIP-227), not the session's empty answer the repeat usually gets."""
     plans = _Plans(monkeypatch)
     broker = broker_with_topic()
+    broker.create_topic("u")
     broker.append("t", 0, b"r" * 10)
     async with proxy_in_process(broker, fetch={"watcher_max_wait_ms": 100}) as proxy:
         consumer, session_id = await _open_session(proxy, offset=1)
-        broker.log_start_offsets[("t", 0)] = 1  # the watcher's next poll tells the proxy
+        other = await proxy.client()  # held on u-0: the watcher's poll covers u-0 and t-0
+        await other.send(_fetch_u(), VERSION)
+        broker.log_start_offsets[("t", 0)] = 1
         sent = trio.current_time()
         await consumer.send(_incremental(session_id, 2), VERSION)
+        await trio.sleep(0.2)
+        broker.append("u", 0, b"u")  # the watcher's poll comes back, telling the log start
         _, response, at = await consumer.receive()
         assert 0.499 <= round(at - sent, 6) <= 0.501
         (topic,) = response.responses
