@@ -61,11 +61,15 @@ class ConfigError(Exception):
     """A setting is unknown or invalid; the one-line message names every offending key."""
 
 
+#: What a HOST:PORT setting must look like (its examples are ours, never the value given).
+_HOST_PORT_EXPECTED = "expected HOST:PORT, e.g. 127.0.0.1:9092 or [::1]:9092"
+
+
 def parse_host_port(value: str) -> tuple[str, int]:
     """Split ``HOST:PORT`` (``[v6]:PORT`` for IPv6) and check the port's range."""
     host, sep, port_text = value.rpartition(":")
     if not sep or not host or not port_text.isdigit():
-        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:9092 or [::1]:9092")
+        raise ValueError(_HOST_PORT_EXPECTED)
     port = int(port_text)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is out of range 0-65535")
@@ -106,6 +110,8 @@ _BYTE_SIZE = TypeAdapter(ByteSize)
 #: ignores what follows, so "256MB!" was 256 MB).
 _SIZE_TEXT = re.compile(r"\s*(\d*\.?\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 _SIZE_EXPECTED = "expected a size in bytes such as 1048576, 64MiB or 100MB"
+#: The validators' fixed texts: constants, so they hold no value given and stay whole.
+_EXPECTED_TEXTS = (_HOST_PORT_EXPECTED, _SIZE_EXPECTED)
 
 
 def _byte_size(value: object) -> int:
@@ -477,10 +483,17 @@ def _given_texts(value: object) -> Iterator[str]:
 
 def _without_given(message: str, given: object) -> str:
     """``message`` with any text given for the key replaced: the net under the rule that
-    validators say what they expected, never what they got (see the Strategy comment)."""
+    validators say what they expected, never what they got (see the Strategy comment). Our
+    own fixed texts (their examples) are left whole: ``--listen 127.0.0.1`` must not turn the
+    example ``127.0.0.1:9092`` into ``(the value given):9092``."""
+    own = {f"\0{n}\0": text for n, text in enumerate(_EXPECTED_TEXTS) if text in message}
+    for placeholder, text in own.items():
+        message = message.replace(text, placeholder)
     for text in sorted(_given_texts(given), key=len, reverse=True):
         if text.strip() and text in message:
             message = message.replace(text, "(the value given)")
+    for placeholder, text in own.items():
+        message = message.replace(placeholder, text)
     return message
 
 
