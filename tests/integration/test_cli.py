@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import uuid
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from proxy.config import UNLIMITED
+from proxy.observability.readiness import READY_LINE
 from testbed.processes import free_port, wait_for_port
 from testbed.proxy_process import running_proxy
+
+#: An upstream nobody listens on.
+_NOWHERE = "127.0.0.1:1"
 
 
 async def _aiokafka_roundtrip(bootstrap: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -53,10 +61,35 @@ async def _aiokafka_roundtrip(bootstrap: str) -> list[tuple[bytes | None, bytes 
 def test_run_without_upstream_starts_embedded_broker_and_exits_cleanly() -> None:
     with running_proxy(None) as proxy:
         proxy.wait_for_log(r"no upstream configured: started the embedded Tansu broker on \S+")
+        # README: wait for the ready line (or /readyz), which comes once the brokers are known.
+        proxy.wait_for_log(r"broker \d+ is served at .*\n.*" + re.escape(READY_LINE))
+        assert "no limit on client connections at once" in proxy.log_text()
+        assert str(UNLIMITED) not in proxy.log_text()
         got = asyncio.run(_aiokafka_roundtrip(proxy.bootstrap))
         assert got == [(b"k%d" % i, b"v%d" % i) for i in range(10)]
         assert proxy.stop(signal.SIGTERM) == 0
         assert "received SIGTERM: shutting down" in proxy.log_text()
+
+
+def test_listening_is_not_ready_while_the_cluster_is_unreachable() -> None:
+    """`listening on` comes as soon as the bootstrap port is bound; only the ready line (and
+    /readyz) say the proxy can serve, and neither does while no broker answers."""
+    metrics = free_port()
+    with running_proxy(_NOWHERE, "--metrics", f"127.0.0.1:{metrics}") as proxy:
+        proxy.wait_for_log(r"purgatory-proxy listening on ")
+        proxy.wait_for_log(r"cannot fetch upstream metadata \(will retry\)")
+        status, reason = _readyz(metrics)
+        assert status == 503 and "waiting for upstream metadata" in reason
+        assert "ready:" not in proxy.log_text()
+        assert proxy.stop() == 0
+
+
+def _readyz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
 
 
 def test_sigint_also_exits_cleanly() -> None:
