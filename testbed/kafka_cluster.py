@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -47,11 +46,14 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from testbed.certs import CertFiles, Pki, make_pki
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka
-from testbed.processes import free_port
+from testbed.processes import die_with_parent, free_port
+
+if TYPE_CHECKING:  # testbed.certs needs `cryptography` (the test extra): only TLS runs load it,
+    # so `make run-kafka` runs on the runtime install
+    from testbed.certs import CertFiles, Pki
 
 __all__ = [
     "CLIENT_LISTENERS",
@@ -72,12 +74,6 @@ _HOST = "127.0.0.1"
 _STARTED = "Kafka Server started"
 _JVM = ["-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
 _START_TIMEOUT_S = float(os.environ.get("KAFKA_START_TIMEOUT_S", "120"))
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the JVM is killed if the test process dies (even -9)."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 @dataclass
@@ -201,7 +197,10 @@ class KafkaCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
+            # Its own process group: a Ctrl-C at a terminal reaches whoever started it (who
+            # may have a proxy to drain first), not the JVM directly.
+            process_group=0,
         )
         log.close()
         node.directory.joinpath(".log-offset").write_text(str(offset))
@@ -444,6 +443,13 @@ def _format(libs: Path, properties: Path, cluster_id: str, log: Path) -> None:
         raise RuntimeError(f"formatting Kafka storage failed:\n{done.stdout}{done.stderr}")
 
 
+def _pki(root: Path) -> Pki:
+    """Throwaway certificates under ``root``/pki (imported here: see TYPE_CHECKING above)."""
+    from testbed.certs import make_pki
+
+    return make_pki(root / "pki")
+
+
 @contextlib.contextmanager
 def running_kafka(
     nodes: int = 1,
@@ -481,7 +487,7 @@ def running_kafka(
     assert set(certs) <= {"SSL", "SASL_SSL"} & set(listeners), f"no TLS listener for {certs}"
     libs = ensure_kafka(version)
     root = directory or Path(tempfile.mkdtemp(prefix=f"kafka-{version}-"))
-    pki = make_pki(root / "pki") if {"SSL", "SASL_SSL"} & set(listeners) else None
+    pki = _pki(root) if {"SSL", "SASL_SSL"} & set(listeners) else None
     names = [*listeners, "INTERNAL", "CONTROLLER"]
     members = tuple(
         KafkaNode(

@@ -9,8 +9,9 @@ interrupted one is redone.
 
 ``resolve_classpath`` does the same for any such POM (bench/peers.py resolves Kroxylicious so).
 
-``python -m testbed.kafka_install`` installs every pinned line (``make test`` runs it);
-``--version V`` one of them; ``--print-libs`` prints the classpath folder.
+``python -m testbed.kafka_install`` installs every pinned line (``make test`` and ``make kafka``
+run it); ``--version V`` one of them (``make run-kafka`` resolves only the one it runs);
+``--print-libs`` prints the classpath folder.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "KAFKA_VERSION",
     "cache_root",
     "ensure_kafka",
+    "is_installed",
     "kafka_clients_jar",
     "main",
     "resolve_classpath",
@@ -54,6 +56,11 @@ def cache_root() -> Path:
 
 def _install_dir(version: str) -> Path:
     return cache_root() / f"kafka-{version}"
+
+
+def is_installed(version: str) -> bool:
+    """Whether Kafka ``version`` is in the cache already (``ensure_kafka`` costs nothing)."""
+    return (_install_dir(version) / _STAMP).exists()
 
 
 def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--print-libs", action="store_true", help="print the classpath folder")
     args = parser.parse_args(argv)
     for version in [args.version] if args.version else KAFKA_LINES:
-        fresh = not (_install_dir(version) / _STAMP).exists()
+        fresh = not is_installed(version)
         started = time.monotonic()
         try:
             libs = ensure_kafka(version)
