@@ -254,7 +254,11 @@ _TABLES: dict[str, tuple[str, Callable[[Config, Sequence[Row]], list[str]]]] = {
     "memory": ("Memory", memory_table),
     "fanin": ("Idle fan-in", fanin_table),
     "tls": ("TLS on both sides against plaintext", tls_table),
-    "goals": ("Goals of issue 26 against this run", goals_table),
+    "goals": (
+        "Goals against this run (each row states one: ahead of both peers, or no more CPU than "
+        "either)",
+        goals_table,
+    ),
 }
 
 

@@ -468,8 +468,8 @@ def _metrics_lines(run: Run) -> list[str]:
     if not lines:
         lines.append(
             "- The proxy served no `purgatory_proxy_purgatory_pending` / "
-            "`purgatory_proxy_upstream_fetches_total` series in this run (they arrive with "
-            "issue 6's holding)."
+            "`purgatory_proxy_upstream_fetches_total` series in this run (a proxy that does "
+            "not hold fetches has none)."
         )
     return lines
 
@@ -502,11 +502,11 @@ def _goal_lines(run: Run) -> list[str]:
             continue
         rows.append(
             f"| ≤ {GOAL_FDS_PER_CONSUMER} proxy descriptors per idle consumer at N = {m.n:,} "
-            f"(issue 17) | {m.proxy_descriptors:,} for {m.up:,} up: {per:.2f} "
+            f"| {m.proxy_descriptors:,} for {m.up:,} up: {per:.2f} "
             f"| {'yes' if per <= GOAL_FDS_PER_CONSUMER else 'no'} |"
         )
         rows.append(
-            f"| every consumer held at once, none missed at N = {m.n:,} (issue 17) "
+            f"| every consumer held at once, none missed at N = {m.n:,} "
             f"| held median / max {_held(m)} (sampled each second) of {m.up:,} up "
             f"({m.n:,} started); {m.missed:,} missed "
             f"| {'yes' if _all_held(m) and not m.missed else 'no'} |"

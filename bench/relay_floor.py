@@ -276,7 +276,7 @@ def render(
         "",
         f"- The proxy against the splice relay, per round: {_spread(against)}; the proxy was "
         f"faster in {faster} of {rounds} rounds.",
-        f"- Issue 17's goal, consume 1 KiB at >= {_GOAL}x direct: the proxy {proxy:.2f}x, a "
+        f"- The goal, consume 1 KiB at >= {_GOAL}x direct: the proxy {proxy:.2f}x, a "
         f"forwarder that never touches a record {splice:.2f}x. "
         + ("Met." if proxy >= _GOAL else
            "Not met; " + ("the floor of any forwarder on this machine is under it too."
