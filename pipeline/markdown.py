@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.waits import AT_ONCE, EXPIRED, FETCH, FETCH_ANSWERS, WOKEN
+from pipeline.waits import EXPIRED, FETCH, FETCH_ANSWERS, NOT_HELD, WOKEN
 from proxy.observability.outcomes import MEANINGS, OUTCOMES
 
 __all__ = ["ERROR_CODES_URL", "report_markdown"]
@@ -77,7 +77,7 @@ def _apis(apis: dict[str, dict[str, Any]], *, waits: bool) -> list[str]:
 
 
 def _fetch_answers(answers: dict[str, dict[str, Any]]) -> list[str]:
-    lines = ["", "## Fetches: answered at once or held", ""]
+    lines = ["", "## Fetches: held or not", ""]
     if not answers:
         return [*lines, "No Fetch in this log."]
     fetches = sum(row["requests"] for row in answers.values())
@@ -101,7 +101,7 @@ def _fetch_answers(answers: dict[str, dict[str, Any]]) -> list[str]:
             "",
             "No fetch was held: data was always there, or the proxy runs with "
             "`[fetch] hold = false` (then the broker holds them, and their wait is in "
-            f"the {AT_ONCE} latency).",
+            f"the latency of the {NOT_HELD} ones).",
         ]
     return lines
 
@@ -195,6 +195,7 @@ def _fairness(fairness: dict[str, Any]) -> list[str]:
 def report_markdown(summary: dict[str, Any], tables: dict[str, Rows], plots: list[str]) -> str:
     """report.md for ``summary`` (see pipeline/report.py); ``plots`` are paths under --out."""
     lines = ["# Request-log report", "", *_time_range(summary)]
+    lines += [f"- **Warning**: {warning}." for warning in summary.get("warnings", [])]
     lines += _apis(summary["apis"], waits=False)
     lines += _apis(summary["apis"], waits=True)
     lines += _fetch_answers(summary["fetch_answers"])
