@@ -20,6 +20,7 @@ from kafka import KafkaAdminClient
 from testbed.processes import Broker, free_port
 from testbed.proxy_process import running_proxy
 
+ROOT = Path(__file__).resolve().parents[2]
 #: An upstream nobody listens on: these tests stop before (or never need) a connection.
 _NOWHERE = "127.0.0.1:1"
 #: Run the command line with some modules made unimportable (an install without an extra).
@@ -140,6 +141,11 @@ def test_a_taken_pinned_broker_port_exits_naming_the_setting(
         f"it is broker {node}'s port, "
     ), last
     assert change in last
+    # docs/troubleshooting.md quotes the line, CAPITALS and N for what varies.
+    quoted = last.removeprefix("purgatory-proxy: ").replace(f"127.0.0.1:{busy_port}", "HOST:PORT")
+    quoted = quoted.replace(f"broker {node}'s", "broker N's").replace(f"node {node} ", "node N ")
+    troubleshooting = (ROOT / "docs" / "troubleshooting.md").read_text()
+    assert quoted.split("address already in use: ", 1)[1] in troubleshooting, quoted
 
 
 def test_report_without_the_pipeline_extra_says_what_to_install(tmp_path: Path) -> None:
