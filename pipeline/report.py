@@ -5,6 +5,11 @@
 # summary.json, report.md and the PNG plots, which the driver writes through the same Hadoop
 # filesystem API. Nothing but aggregates ever leaves the cluster, so the driver's memory does not
 # grow with the log. Every step is a numbered progress line (pipeline/progress.py).
+#
+# Two checks on what was read, before any table: connection ids that stand for several
+# connections (logs of several proxy processes, each counting from 1) are a warning the report
+# carries; and requests without a client id (the proxy's own answers) take their connection's,
+# from a small per-connection table cached beside the log.
 """``purgatory-proxy report``: request logs -> Parquet tables, summary.json, report.md, PNGs."""
 
 from __future__ import annotations

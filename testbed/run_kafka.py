@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     try:
         if not is_installed(version):
-            _say(f"resolving Apache Kafka {version} from Maven Central (once; about 1 min)")
+            _say(f"resolving Apache Kafka {version} from Maven Central (once, into the cache)")
         ensure_kafka(version)
         return _run(version, args.nodes, proxy_args, stop)
     except KeyboardInterrupt:
