@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Protocol
 
 from proxy.address import Address
@@ -18,6 +19,9 @@ from proxy.routing.table import Routing
 from proxy.routing.topic_names import TopicNames
 
 __all__ = ["BrokerDirectory", "BrokerPorts"]
+
+#: Why a port as configured cannot be bound: taken, not an address of this host, privileged.
+_PORT_REFUSED = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 
 
 class BrokerPorts(Protocol):
@@ -74,7 +78,10 @@ class BrokerDirectory:
             return self._ports.open_broker(node_id, wanted)
         except StartupError as error:
             setting = self.routing.port_setting(node_id) if wanted else None
-            if setting is None:
+            cause = error.__cause__
+            # Only what the port itself refuses is the setting's fault (out of descriptors,
+            # say, is not: that is retried).
+            if setting is None or getattr(cause, "errno", None) not in _PORT_REFUSED:
                 raise
             raise BrokerPortUnavailable(
                 f"{error}: it is broker {node_id}'s port, {setting}"
