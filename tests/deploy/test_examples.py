@@ -8,8 +8,8 @@ examples`; then every command of examples/README.md's "run it" column, with the 
 address in place of 127.0.0.1:9092: through `make run`, or through `make run-kafka` (the proxy
 in front of a local Apache Kafka) where the row says so. Each must exit 0 having printed one
 "produced" and one "consumed" line per record on stdout (and none on stderr: a terminal shows
-both), the consumed records exactly the produced ones; the Python ones, pointed at a port
-nobody answers, must give up within their --timeout-s in one line. The Java client's
+both), the consumed records exactly the produced ones; pointed at a port nobody answers, the
+Python and Java ones must give up within their --timeout-s in one line. The Java client's
 classpath.sh, resolving from scratch, must not leak Maven's colour codes.
 """
 
@@ -239,11 +239,12 @@ def test_documented_example_command(
 
 
 @pytest.mark.parametrize(
-    "command", [c for c, _ in documented_commands() if c.startswith(".venv/bin/python")]
+    "command", [c for c, _ in documented_commands() if not c.startswith("examples/kcat.sh")]
 )
-def test_python_example_gives_up_within_its_timeout_on_a_dead_address(command: str) -> None:
-    """examples/README.md: --timeout-s S, "give up after this"; also when nothing answers.
-    (The guard is the test's hang guard, well above the timeout: no timing is asserted.)"""
+def test_example_gives_up_within_its_timeout_on_a_dead_address(command: str) -> None:
+    """examples/README.md: --timeout-s S, "give up after this"; also when nothing answers, in
+    one line, not a stack trace. (The Python and Java examples take it; kcat.sh does not.
+    The guard is the test's hang guard, well above the timeout: no timing is asserted.)"""
     with socket.socket() as closed:  # a port nobody listens on
         closed.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{closed.getsockname()[1]}"
@@ -252,7 +253,7 @@ def test_python_example_gives_up_within_its_timeout_on_a_dead_address(command: s
         cwd=ROOT, capture_output=True, text=True, timeout=_GUARD_S, check=False,
     )  # fmt: skip
     assert ran.returncode == 1, ran.stdout + ran.stderr
-    assert "Traceback" not in ran.stderr, ran.stderr
+    assert "Traceback" not in ran.stderr and "\n\tat " not in ran.stderr, ran.stderr
     assert f"no answer from {dead} within --timeout-s 3" in ran.stderr, ran.stderr
 
 
