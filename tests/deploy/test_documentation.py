@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,7 +53,27 @@ def test_readme_names_every_make_target_and_the_metrics_variable() -> None:
     assert [t for t in _phony_targets() if not re.search(rf"`make {t}\b", text)] == []
     assert "`make run METRICS=127.0.0.1:9465`" in text and "`METRICS=`" in text
     assert 'make run-kafka ARGS="--nodes 3 --kafka-version 3.9.2"' in text
-    assert "PYTEST_ARGS=" in text  # how to run a subset
+
+
+@pytest.mark.parametrize("form", ["make test PYTEST_ARGS=", ".venv/bin/python -m pytest "])
+def test_readme_subset_commands_run_that_subset(form: str) -> None:
+    """README's two ways to run part of the suite, run as written: that file's tests only."""
+    commands = re.findall(rf"`({re.escape(form)}[^`]+)`", README.read_text())
+    assert len(commands) == 1, commands
+    [command] = commands
+    ran = subprocess.run(
+        shlex.split(command), cwd=ROOT, capture_output=True, text=True, timeout=1800,
+        check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    subset = re.search(r"tests/\S+\.py", command)
+    assert subset is not None
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", subset[0]],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    count = len([line for line in collected.splitlines() if "::" in line])
+    assert re.search(rf"\b{count} passed\b", ran.stdout), ran.stdout[-3000:]
 
 
 #: The pages a new user reads, relative to the repository.
