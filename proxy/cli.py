@@ -104,13 +104,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 async def _until_signal(
     cancel_scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Cancel ``cancel_scope`` on the first SIGTERM or SIGINT (started once they are caught)."""
+    """Cancel ``cancel_scope`` on the first SIGTERM or SIGINT (started once they are caught).
+
+    The signals stay caught until the caller cancels this task, after the drain: a second
+    one (`make` passes its SIGTERM on to the proxy that a process-group kill also reached)
+    would otherwise meet the default handler and kill the proxy mid-drain. The drain is
+    bounded (connections.shutdown_drain_ms), so later signals are logged, not obeyed.
+    """
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for signum in signals:
-            log.info("received %s: shutting down", signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            if cancel_scope.cancel_called:
+                log.info("received %s again: already shutting down", name)
+                continue
+            log.info("received %s: shutting down", name)
             cancel_scope.cancel()
-            return
 
 
 async def _run(config: Config) -> int:

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic as KafkaNewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import UNLIMITED
 from proxy.observability.readiness import READY_LINE
-from testbed.processes import free_port, wait_for_port
+from testbed.processes import Broker, free_port, wait_for_port
 from testbed.proxy_process import running_proxy
 
 #: An upstream nobody listens on.
@@ -90,6 +97,59 @@ def _readyz(port: int) -> tuple[int, str]:
             return int(answer.status), answer.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def test_a_second_signal_does_not_cut_the_drain_short(kafka_broker: Broker) -> None:
+    """`make run` hands its SIGTERM to the proxy, which a process-group kill (a terminal,
+    systemd's control group) has reached already: a second signal in the drain is logged,
+    and the drain goes on (a consumer's held long-poll is answered), exit 0."""
+    metrics = free_port()
+    with running_proxy(kafka_broker.bootstrap, "--metrics", f"127.0.0.1:{metrics}") as proxy:
+        stop = threading.Event()
+        polling = threading.Thread(target=_long_poll, args=(proxy.bootstrap, stop), daemon=True)
+        polling.start()
+        try:
+            deadline = time.monotonic() + 60  # hang guard
+            while _gauge(metrics, "purgatory_proxy_fanin_held_fetches") < 1:
+                assert time.monotonic() < deadline, "no fetch was ever held"
+                time.sleep(0.05)
+            os.kill(proxy.pid, signal.SIGTERM)
+            proxy.wait_for_log(r"received SIGTERM: shutting down")
+            assert proxy.stop(signal.SIGTERM, timeout_s=30) == 0
+        finally:
+            stop.set()
+            polling.join(timeout=30)
+        text = proxy.log_text()
+    assert "received SIGTERM again: already shutting down" in text
+    assert "stopped accepting; draining connections" in text
+
+
+def _long_poll(bootstrap: str, stop: threading.Event) -> None:
+    """A consumer without a group polling an empty topic: its fetches wait in the proxy."""
+    topic = f"cli-drain-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([KafkaNewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=20_000)
+    consumer.assign([TopicPartition(topic, 0)])
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(Exception):  # the proxy goes away under it
+                consumer.poll(timeout_ms=200)
+    finally:
+        consumer.close()
+
+
+def _gauge(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    return 0.0
 
 
 def test_sigint_also_exits_cleanly() -> None:
