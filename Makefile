@@ -1,44 +1,55 @@
 # Every target installs what it needs into .venv first, so a fresh machine with only
 # Python 3.11 needs no manual step. Stamps, rebuilt whenever pyproject.toml changes:
-# `make run` installs the runtime and the embedded broker only (tens of MB, seconds);
-# `make examples` adds the three Python clients of examples/ (`make report-deps` the report's
-# PySpark); test, lint, bench and soak add the test, bench and pipeline extras (over 1 GB).
+# `make run-kafka` installs the runtime only (and resolves the one Kafka version it runs);
+# `make run` adds the embedded broker (tens of MB, seconds); `make examples` adds the three
+# Python clients of examples/ (`make report-deps` the report's PySpark); test, lint, bench
+# and soak add the test, bench and pipeline extras (over 1 GB).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 RUN_STAMP  := $(VENV)/.installed-run
 FULL_STAMP := $(VENV)/.installed-full
 EXAMPLES_STAMP := $(VENV)/.installed-examples
 REPORT_STAMP := $(VENV)/.installed-report
 # Where `make run` serves /metrics, /healthz and /readyz (loopback). `make run METRICS=` leaves
-# it to the configuration ([metrics] listen, empty by default: no HTTP endpoint).
+# it to the configuration ([metrics] listen, empty by default: no HTTP endpoint); a second
+# `make run` needs another, e.g. `make run METRICS=127.0.0.1:9465`.
 METRICS ?= 127.0.0.1:9464
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
+# Before the proxy starts: a taken METRICS port is named as the Makefile's (testbed/port_free.py).
+METRICS_FREE = $(if $(METRICS),$(BIN)/python -m testbed.port_free --target $@ $(METRICS))
 
 .PHONY: run examples report-deps run-kafka kafka test lint bench fuzz soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+$(RUNTIME_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e .
+	touch $(RUNTIME_STAMP)
+
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[broker]'
-	touch $(RUN_STAMP)
+	touch $(RUNTIME_STAMP) $(RUN_STAMP)
 
 $(EXAMPLES_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[broker,examples]'
-	touch $(RUN_STAMP) $(EXAMPLES_STAMP)
+	touch $(RUNTIME_STAMP) $(RUN_STAMP) $(EXAMPLES_STAMP)
 
 $(REPORT_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[broker,pipeline]'
-	touch $(RUN_STAMP) $(REPORT_STAMP)
+	touch $(RUNTIME_STAMP) $(RUN_STAMP) $(REPORT_STAMP)
 
 $(FULL_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) --upgrade pip
 	$(PIP) -e '.[broker,test,bench,pipeline,examples]'
-	touch $(RUN_STAMP) $(EXAMPLES_STAMP) $(REPORT_STAMP) $(FULL_STAMP)
+	touch $(RUNTIME_STAMP) $(RUN_STAMP) $(EXAMPLES_STAMP) $(REPORT_STAMP) $(FULL_STAMP)
 
-# ARGS go last, so an ARGS --metrics wins over METRICS.
+# ARGS go last, so an ARGS --metrics wins over METRICS. The proxy's line stays one plain
+# command (no shell), so make hands a SIGTERM straight to it.
 run: $(RUN_STAMP)
+	@$(METRICS_FREE)
 	$(BIN)/purgatory-proxy run $(if $(METRICS),--metrics $(METRICS)) $(ARGS)
 
 examples: $(EXAMPLES_STAMP)
@@ -46,11 +57,14 @@ examples: $(EXAMPLES_STAMP)
 report-deps: $(REPORT_STAMP)
 
 # Apache Kafka (both lines the tests run) from Maven Central into ~/.cache/purgatory-proxy.
-kafka: $(FULL_STAMP)
+kafka: $(RUNTIME_STAMP)
 	$(BIN)/python -m testbed.kafka_install
 
-# The proxy in front of a one-node Apache Kafka started on a free loopback port.
-run-kafka: kafka
+# The proxy in front of a one-node Apache Kafka started on free loopback ports (ARGS:
+# --nodes 3, --kafka-version 3.9.2, and the proxy's flags); only that Kafka version is
+# resolved. SIGTERM or Ctrl-C: the proxy drains, then Kafka stops and its folder is removed.
+run-kafka: $(RUNTIME_STAMP)
+	@$(METRICS_FREE)
 	$(BIN)/python -m testbed.run_kafka $(if $(METRICS),--metrics $(METRICS)) $(ARGS)
 
 test: $(FULL_STAMP)

@@ -20,12 +20,14 @@ import argparse
 import asyncio
 import os
 import ssl
+import sys
 import time
 import uuid
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -160,7 +162,12 @@ def text(raw: bytes | None) -> str:
 async def main() -> int:
     args = arguments()
     deadline = time.monotonic() + args.timeout_s
-    await create_topic(args)
+    try:
+        await asyncio.wait_for(create_topic(args), args.timeout_s)
+    except (KafkaConnectionError, TimeoutError) as error:
+        print(f"aiokafka: no answer from {args.bootstrap} within --timeout-s "
+              f"{args.timeout_s:g}: {error or 'timed out'}", file=sys.stderr)  # fmt: skip
+        return 1
     sent = await produce(args)
     seen = await consume(args, args.count, deadline)
     print(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import uuid
 from typing import Any
@@ -77,11 +78,11 @@ def config(args: argparse.Namespace, **settings: Any) -> dict[str, Any]:
     return conf | {k.replace("_", "."): v for k, v in settings.items()}
 
 
-def create_topic(args: argparse.Namespace) -> None:
+def create_topic(args: argparse.Namespace, deadline: float) -> None:
     admin = AdminClient(config(args))
     future = admin.create_topics([NewTopic(args.topic, args.partitions, 1)])[args.topic]
     try:
-        future.result(timeout=30)
+        future.result(timeout=max(0.1, deadline - time.monotonic()))
         print(f"topic {args.topic}: created", flush=True)
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
@@ -157,7 +158,12 @@ def text(raw: str | bytes | None) -> str:
 def main() -> int:
     args = arguments()
     deadline = time.monotonic() + args.timeout_s
-    create_topic(args)
+    try:
+        create_topic(args, deadline)
+    except TimeoutError:  # librdkafka retries an unreachable bootstrap until then
+        print(f"confluent-kafka: no answer from {args.bootstrap} within --timeout-s "
+              f"{args.timeout_s:g}", file=sys.stderr)  # fmt: skip
+        return 1
     sent = produce(args)
     seen = consume(args, sent, deadline)
     print(

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 import uuid
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
 
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
@@ -75,8 +76,15 @@ def security(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def create_topic(args: argparse.Namespace) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, **security(args))
+def bootstrap(args: argparse.Namespace, deadline: float) -> dict[str, Any]:
+    """Where to connect, and for how long to try: kafka-python's own bootstrap timeout is
+    30 s whatever --timeout-s says, so each client gets what is left of it."""
+    left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+    return {"bootstrap_servers": args.bootstrap, "bootstrap_timeout_ms": left_ms}
+
+
+def create_topic(args: argparse.Namespace, deadline: float) -> None:
+    admin = KafkaAdminClient(**bootstrap(args, deadline), **security(args))
     try:
         admin.create_topics([NewTopic(args.topic, args.partitions, 1)])
         print(f"topic {args.topic}: created", flush=True)
@@ -86,9 +94,9 @@ def create_topic(args: argparse.Namespace) -> None:
         admin.close()
 
 
-def produce(args: argparse.Namespace) -> int:
+def produce(args: argparse.Namespace, deadline: float) -> int:
     producer = KafkaProducer(
-        bootstrap_servers=args.bootstrap,
+        **bootstrap(args, deadline),
         acks="all",
         enable_idempotence=True,
         linger_ms=5,
@@ -111,7 +119,7 @@ def produce(args: argparse.Namespace) -> int:
 def consume(args: argparse.Namespace, expected: int, deadline: float) -> int:
     consumer = KafkaConsumer(
         args.topic,
-        bootstrap_servers=args.bootstrap,
+        **bootstrap(args, deadline),
         group_id=args.group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -146,9 +154,14 @@ def text(raw: bytes | None) -> str:
 def main() -> int:
     args = arguments()
     deadline = time.monotonic() + args.timeout_s
-    create_topic(args)
-    sent = produce(args)
-    seen = consume(args, sent, deadline)
+    try:
+        create_topic(args, deadline)
+        sent = produce(args, deadline)
+        seen = consume(args, sent, deadline)
+    except KafkaTimeoutError as error:
+        print(f"kafka-python: no answer from {args.bootstrap} within --timeout-s "
+              f"{args.timeout_s:g}: {error}", file=sys.stderr)  # fmt: skip
+        return 1
     print(
         f"kafka-python via {args.bootstrap}: produced {sent}, consumed {seen} (run {args.run_id})"
     )

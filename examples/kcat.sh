@@ -42,12 +42,14 @@ echo "kcat $("$kcat" -V 2>&1 | grep -o 'librdkafka [^ ]*' | head -1), bootstrap 
 step "$kcat" -L -b "$bootstrap" "$@" -m 5 -t "$topic" | sed -n '1,/topics:/p'
 
 # 2. Produce COUNT "key:value" lines with acks=all, idempotent; -vv reports each delivery
-#    on stderr, turned into a "produced" line here (kcat names the slot, not the record).
+#    on stderr, turned into a "produced" line on stdout here (kcat names the slot, not the
+#    record). Its other lines stay on stderr, picked before the rewrite, which would make a
+#    delivery line one of them (printed twice).
 seq 0 $((count - 1)) | awk -v keys="$keys" -v run="$run" '{ printf "key-%d:%s record %d\n", $1 % keys, run, $1 }' \
   | step "$kcat" -P -b "$bootstrap" "$@" -t "$topic" -K : -X acks=all -X enable.idempotence=true \
       -X message.timeout.ms=30000 -vv 2>&1 \
-  | sed -n -e 's/.*Message delivered to partition \(-\?[0-9]*\) (offset \(-\?[0-9]*\)).*/produced partition=\1 offset=\2/p' \
-      -e '/Message delivered/!w /dev/stderr'
+  | sed -n -e '/Message delivered/!w /dev/stderr' \
+      -e 's/.*Message delivered to partition \(-\?[0-9]*\) (offset \(-\?[0-9]*\)).*/produced partition=\1 offset=\2/p'
 
 # 3. Read everything back from the beginning without a group and exit at the end.
 step "$kcat" -C -b "$bootstrap" "$@" -t "$topic" -o beginning -e -q \

@@ -5,7 +5,8 @@ Why a module of its own: proxy/cli.py must import without pyspark (the runtime i
 here, inside `run`, and its absence becomes one line that says what to install. Problems the
 report diagnoses itself (a missing log, an empty log, an output it cannot write) are one line
 on stderr and exit code 2, like a usage error, rather than a traceback; a missing or empty log
-on the local filesystem is found before Spark starts (pipeline/inputs.py).
+and an unwritable output on the local filesystem are found before Spark starts
+(pipeline/inputs.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pipeline.inputs import unusable_local_logs
+from pipeline.inputs import unusable_local_logs, unwritable_local_out
 
 __all__ = ["add_arguments", "run"]
 
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace, outcome_meanings: Sequence[tuple[str, str]]) -
     except ImportError:
         print(f"purgatory-proxy: {INSTALL_HINT}", file=sys.stderr)
         return USER_ERROR
-    problem = unusable_local_logs(args.logs)
+    problem = unusable_local_logs(args.logs) or unwritable_local_out(args.out)
     if problem is not None:
         print(f"purgatory-proxy report: {problem}", file=sys.stderr)
         return USER_ERROR

@@ -1,11 +1,12 @@
 # Strategy: starting Spark (a JVM, a py4j gateway) takes seconds, so the mistakes an operator
-# makes most, a wrong path or a log that is still empty, are found before it, when they can
-# be: the logs are on the local filesystem (a plain path or a file: URI) and the glob is one
-# Python's glob reads as Hadoop does (no {a,b} alternatives, no escapes, no [^...]). Anything
-# else (hdfs://, s3a://, a plain path while a Hadoop configuration may name another default
-# filesystem) is left to the check inside the Spark session (pipeline/report.py), which says
-# the same words. Stdlib only: this runs before pyspark is imported.
-"""Finding a missing or empty request log before Spark starts."""
+# makes most, a wrong path, a log that is still empty or an output folder that cannot be
+# written, are found before it, when they can be: the paths are on the local filesystem (a
+# plain path or a file: URI) and the glob is one Python's glob reads as Hadoop does (no {a,b}
+# alternatives, no escapes, no [^...]). Anything else (hdfs://, s3a://, a plain path while a
+# Hadoop configuration may name another default filesystem) is left to the checks inside the
+# Spark session (pipeline/report.py, pipeline/storage.py), which say the same words. Stdlib
+# only: this runs before pyspark is imported.
+"""Finding a missing or empty request log, or an unwritable output, before Spark starts."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-__all__ = ["empty_message", "missing_message", "unusable_local_logs"]
+__all__ = ["empty_message", "missing_message", "unusable_local_logs", "unwritable_local_out"]
 
 #: Glob syntax Hadoop reads and Python's glob does not, or reads otherwise.
 _HADOOP_ONLY = ("{", "\\", "[^")
@@ -45,6 +46,26 @@ def unusable_local_logs(logs: str) -> str | None:
     files = [file for path in matched for file in _spark_files(Path(path))]
     if not any(_has_text(file) for file in files):
         return empty_message(logs)
+    return None
+
+
+def unwritable_local_out(out: str) -> str | None:
+    """Why the report cannot be written to ``out`` (the --out argument), if that can be known
+    without Spark: the one-line message, or None (fine, or not known here). Nothing is
+    created: a report that fails later leaves no empty folder behind."""
+    if any(token in out for token in _HADOOP_ONLY):
+        return None
+    path = _local_pattern(out)
+    if path is None:
+        return None
+    target = Path(path).absolute()
+    existing = next(p for p in (target, *target.parents) if p.exists())
+    if not existing.is_dir():
+        what = "it is" if existing == target else f"{existing} is"
+        return f"cannot write the report to {out}: {what} a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == target else f" ({existing}, where it would be created)"
+        return f"cannot write the report to {out}: permission denied{where}"
     return None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.waits import AT_ONCE, EXPIRED, FETCH, FETCH_ANSWERS, WOKEN
+from pipeline.waits import EXPIRED, FETCH, FETCH_ANSWERS, NOT_HELD, WOKEN
 
 __all__ = ["ERROR_CODES_URL", "report_markdown"]
 
@@ -78,7 +78,7 @@ def _apis(apis: dict[str, dict[str, Any]], *, waits: bool) -> list[str]:
 
 
 def _fetch_answers(answers: dict[str, dict[str, Any]]) -> list[str]:
-    lines = ["", "## Fetches: answered at once or held", ""]
+    lines = ["", "## Fetches: held or not", ""]
     if not answers:
         return [*lines, "No Fetch in this log."]
     fetches = sum(row["requests"] for row in answers.values())
@@ -102,7 +102,7 @@ def _fetch_answers(answers: dict[str, dict[str, Any]]) -> list[str]:
             "",
             "No fetch was held: data was always there, or the proxy runs with "
             "`[fetch] hold = false` (then the broker holds them, and their wait is in "
-            f"the {AT_ONCE} latency).",
+            f"the latency of the {NOT_HELD} ones).",
         ]
     return lines
 
@@ -203,6 +203,7 @@ def report_markdown(
     ``outcome_meanings`` is every outcome the log's writer may write, in order, with what it
     means."""
     lines = ["# Request-log report", "", *_time_range(summary)]
+    lines += [f"- **Warning**: {warning}." for warning in summary.get("warnings", [])]
     lines += _apis(summary["apis"], waits=False)
     lines += _apis(summary["apis"], waits=True)
     lines += _fetch_answers(summary["fetch_answers"])

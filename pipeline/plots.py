@@ -41,17 +41,17 @@ from matplotlib.ticker import EngFormatter, Formatter
 from pipeline import series
 from pipeline.tables import FAIRNESS_MIN_CONNECTIONS, HELD_BUCKET_MS
 from pipeline.waits import (
-    AT_ONCE,
     EXPIRED,
     FETCH,
     FETCH_ANSWERS,
     FETCH_ERROR,
     FORWARDED,
+    NOT_HELD,
     WOKEN,
     is_wait,
 )
 
-__all__ = ["API_COLOURS", "PLOT_NAMES", "figures", "render_all"]
+__all__ = ["API_COLOURS", "PERCENTILE_FROM", "PLOT_NAMES", "figures", "render_all"]
 
 Rows = list[dict[str, Any]]
 
@@ -63,13 +63,19 @@ _FIGSIZE = (9.0, 4.5)
 _WIDE = (12.0, 5.0)
 #: p50, p95, p99: shades of one hue that no API colour uses.
 _PERCENTILE_COLOURS = ("#bcbddc", "#807dba", "#54278f")
-#: Fetch answers: at once in Fetch's own blue, held ones lighter, expired grey, errors red.
-_ANSWER_COLOURS = {AT_ONCE: "tab:blue", WOKEN: "#9ecae1", EXPIRED: "0.6", FORWARDED: "0.3",
+#: Fetch answers: not held in Fetch's own blue, held ones lighter, expired grey, errors red.
+_ANSWER_COLOURS = {NOT_HELD: "tab:blue", WOKEN: "#9ecae1", EXPIRED: "0.6", FORWARDED: "0.3",
                    FETCH_ERROR: "tab:red"}  # fmt: skip
-_ANSWER_LABELS = {AT_ONCE: "at once", WOKEN: "woken by data", EXPIRED: "expired",
+_ANSWER_LABELS = {NOT_HELD: "not held", WOKEN: "woken by data", EXPIRED: "expired",
                   FORWARDED: "forwarded", FETCH_ERROR: "error"}  # fmt: skip
 _MARKERS_UP_TO = 60  # windows; more, and a line without markers reads better
 _LEAST_BARS = 6  # the width of a latency panel with fewer APIs
+#: Each percentile and the fewest requests it is drawn from: below 1/(1 - p) requests the
+#: p-th percentile is the slowest request (p95 from 20, p99 from 100).
+PERCENTILE_FROM = {"latency_p50_ms": 1, "latency_p95_ms": 20, "latency_p99_ms": 100}
+#: The held-time histogram is drawn on a log scale only when its bars span more than this
+#: factor; closer counts read better on a linear one. Each bar carries its count either way.
+_LOG_SCALE_ABOVE = 50
 
 
 def figures(tables: dict[str, Rows], window_s: int) -> dict[str, Figure]:
@@ -169,15 +175,30 @@ def _marker(starts: Sequence[int]) -> str | None:
 
 
 def _percentile_bars(axes: Axes, names: list[str], rows: list[dict[str, Any]]) -> None:
+    """p50, p95 and p99 bars per API, its request count under its name. A percentile is drawn
+    only from the count at which it differs from the slowest request (PERCENTILE_FROM): the
+    p95 of 3 requests is their maximum, and three equal bars would claim a distribution."""
     width = 0.27
-    for offset, key in enumerate(("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")):
-        positions = [i + (offset - 1) * width for i in range(len(names))]
+    for offset, (key, least) in enumerate(PERCENTILE_FROM.items()):
+        drawn = [(i, row[key]) for i, row in enumerate(rows)
+                 if row["requests"] >= least and row[key]]  # fmt: skip
         axes.bar(
-            positions, [row[key] or 0 for row in rows], width, label=key.split("_")[1],
+            [i + (offset - 1) * width for i, _ in drawn], [value for _, value in drawn], width,
             color=_PERCENTILE_COLOURS[offset],
         )  # fmt: skip
-    axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    labels = [f"{name}\nn={row['requests']:,}" for name, row in zip(names, rows, strict=True)]
+    axes.set_xticks(range(len(names)), labels, rotation=30, ha="right")
     axes.set_yscale("log")
+
+
+def _percentile_legend() -> tuple[list[Rectangle], list[str]]:
+    """The percentiles' legend, saying from which count each is drawn."""
+    handles = [Rectangle((0, 0), 1, 1, color=colour) for colour in _PERCENTILE_COLOURS]
+    labels = [
+        key.split("_")[1] + (f" (n ≥ {least})" if least > 1 else "")
+        for key, least in PERCENTILE_FROM.items()
+    ]
+    return handles, labels
 
 
 def _latency(per_api: Rows, answers: Rows) -> Figure:
@@ -205,9 +226,8 @@ def _latency(per_api: Rows, answers: Rows) -> Figure:
             axes.set_xticks([])
             axes.text(0.5, 0.5, "none in this log", ha="center", va="center",
                       transform=axes.transAxes)  # fmt: skip
-    handles, labels = (left if service else right).get_legend_handles_labels()
-    if handles:
-        figure.legend(handles, labels, loc="outside upper right", ncols=3, fontsize="small")
+    if service or wait_rows:
+        figure.legend(*_percentile_legend(), loc="outside upper right", ncols=3, fontsize="small")
     return figure
 
 
@@ -330,8 +350,7 @@ def _top_talkers(rows: Rows) -> Figure:
 
 
 def _fetch_answers(answers: Rows, held_rows: Rows) -> Figure:
-    """How many fetches were answered at once, woken by data, expired; how long held ones
-    waited."""
+    """How many fetches were not held, woken by data, expired; how long held ones waited."""
     figure, (counts, held) = _figure(_WIDE, ncols=2, width_ratios=[2, 3])
     by_kind = {row["answer"]: row for row in answers}
     kinds = [kind for kind in FETCH_ANSWERS if kind in by_kind]
@@ -354,7 +373,7 @@ def _fetch_answers(answers: Rows, held_rows: Rows) -> Figure:
     held.set_title(f"Held fetches by time held ({HELD_BUCKET_MS} ms buckets)")
     held.set_xlabel("time held in the proxy's purgatory (ms)")
     if not histogram.counts:
-        _say(held, "no fetch was held in the purgatory in this log:\nall were answered at once")
+        _say(held, "no fetch was held in the purgatory in this log")
         return figure
     # Side by side in each bucket, not stacked: on a log scale a stacked part's height is not
     # its count.
@@ -367,10 +386,20 @@ def _fetch_answers(answers: Rows, held_rows: Rows) -> Figure:
             label=_ANSWER_LABELS.get(kind, kind),
         )  # fmt: skip
     held.set_xlim(0, histogram.edges[-1])
-    held.set_yscale("symlog", linthresh=1)
-    tallest = max(max(counts) for counts in histogram.counts.values())
-    held.set_ylim(0, tallest * 3)  # headroom above the tallest bar on the log scale
-    held.set_ylabel("fetches (log scale above 1)")
+    heights = [count for counts in histogram.counts.values() for count in counts if count]
+    tallest = max(heights)
+    if tallest > _LOG_SCALE_ABOVE * min(heights):
+        held.set_yscale("symlog", linthresh=1)
+        held.set_ylim(0, tallest * 4)  # headroom above the tallest bar for its count
+        held.yaxis.set_major_formatter(EngFormatter(sep=""))
+        held.set_ylabel("fetches (log scale above 1)")
+    else:
+        held.set_ylim(0, tallest * 1.15)
+        held.yaxis.get_major_locator().set_params(integer=True)
+        held.set_ylabel("fetches")
+    for container in held.containers:
+        held.bar_label(container, labels=[f"{int(v):,}" if v else "" for v in container.datavalues],
+                       fontsize="x-small", padding=1)  # fmt: skip
     figure.legend(*held.get_legend_handles_labels(), loc="outside lower right", ncols=4,
                   fontsize="small")  # fmt: skip
     return figure

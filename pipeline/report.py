@@ -5,18 +5,25 @@
 # summary.json, report.md and the PNG plots, which the driver writes through the same Hadoop
 # filesystem API. Nothing but aggregates ever leaves the cluster, so the driver's memory does not
 # grow with the log. Every step is a numbered progress line (pipeline/progress.py).
+#
+# Two checks on what was read, before any table: connection ids that stand for several
+# connections (logs of several proxy processes, each counting from 1) are a warning the report
+# carries; and requests without a client id (the proxy's own answers) take their connection's,
+# from a small per-connection table cached beside the log.
 """``purgatory-proxy report``: request logs -> Parquet tables, summary.json, report.md, PNGs."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -27,7 +34,7 @@ from pipeline.markdown import report_markdown
 from pipeline.plots import render_all
 from pipeline.progress import Progress
 from pipeline.session import spark_session
-from pipeline.storage import HadoopFiles
+from pipeline.storage import HadoopFiles, java_message
 from pipeline.waits import FETCH_ANSWERS, PROTOCOL_WAITS
 
 __all__ = ["TABLES", "run_report"]
@@ -103,6 +110,12 @@ def run_report(
             stage.result = _read_result(read)
         if read["lines"] == 0:
             raise ReportError(empty_message(logs, read["malformed_lines"]))
+        warnings = _warnings(read)
+        for warning in warnings:
+            print(f"purgatory-proxy report: warning: {warning}", file=sys.stderr, flush=True)
+        clients = t.connection_clients(log).cache()  # small: one row per connection
+        stack.callback(clients.unpersist)
+        log = t.with_connection_clients(log, clients)
         span = Span(read["first_ts"], read["last_ts"], window_s)
         collected: dict[str, Rows] = {}
         for name, (what, build) in TABLES.items():
@@ -115,6 +128,7 @@ def run_report(
             for name, png in plots.items():
                 files.write_bytes(files.child(out, "plots", f"{name}.png"), png)
             summary = _summary(collected, read, window_s, logs, time.monotonic() - started_s)
+            summary["warnings"] = warnings
             files.write_bytes(
                 files.child(out, "summary.json"), (json.dumps(summary, indent=2) + "\n").encode()
             )
@@ -137,7 +151,21 @@ def _read(session_logs: DataFrame, window_s: int) -> tuple[DataFrame, dict[str, 
         F.max(good_ts).alias("last_ts"),
     ).first()
     assert row is not None  # a global aggregate always has one row
-    return t.well_formed(prepared), row.asDict()
+    log = t.well_formed(prepared)
+    return log, {**row.asDict(), "shared_connection_ids": t.shared_connection_ids(log)}
+
+
+def _warnings(read: dict[str, Any]) -> list[str]:
+    """What the reader must know before trusting the figures (also in report.md)."""
+    shared = read["shared_connection_ids"]
+    if not shared:
+        return []
+    return [
+        f"{shared:,} connection id(s) each carry the ApiVersions handshake of more than one "
+        "connection: these logs look like more than one proxy process's (each numbers its "
+        "connections from 1), so connection counts, fairness and top talkers count such "
+        "connections as one; report on one process's logs at a time"
+    ]
 
 
 def _read_result(read: dict[str, Any]) -> str:
@@ -154,10 +182,17 @@ def _utc(ts: float) -> str:
 
 
 def _table(frame: DataFrame, uri: str) -> Rows:
-    """Write ``frame`` as one Parquet file under ``uri``; return its rows."""
+    """Write ``frame`` as one Parquet file under ``uri``; return its rows.
+
+    Raises:
+        ReportError: ``uri`` cannot be written (one line: Hadoop's exception and message).
+    """
     frame = frame.coalesce(1).cache()
     try:
-        frame.write.mode("overwrite").parquet(uri)
+        try:
+            frame.write.mode("overwrite").parquet(uri)
+        except Py4JJavaError as exc:
+            raise ReportError(f"cannot write {uri}: {java_message(exc)}") from None
         return [row.asDict() for row in frame.collect()]
     finally:
         frame.unpersist()

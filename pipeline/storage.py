@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from pipeline.errors import ReportError
 
-__all__ = ["HadoopFiles"]
+__all__ = ["HadoopFiles", "java_message"]
 
 
 class HadoopFiles:
@@ -33,7 +33,7 @@ class HadoopFiles:
         try:
             return path.getFileSystem(self._conf)
         except Py4JJavaError as exc:
-            raise ReportError(f"cannot open {path.toString()}: {_java_message(exc)}") from None
+            raise ReportError(f"cannot open {path.toString()}: {java_message(exc)}") from None
 
     def child(self, base: str, *parts: str) -> str:
         """``base`` with ``parts`` appended, joined as Hadoop joins paths (scheme kept)."""
@@ -48,7 +48,7 @@ class HadoopFiles:
         try:
             found = self._fs(path).globStatus(path)
         except Py4JJavaError as exc:
-            raise ReportError(f"cannot list {pattern}: {_java_message(exc)}") from None
+            raise ReportError(f"cannot list {pattern}: {java_message(exc)}") from None
         return 0 if found is None else len(found)
 
     def write_bytes(self, uri: str, data: bytes) -> None:
@@ -61,10 +61,10 @@ class HadoopFiles:
             finally:
                 stream.close()
         except Py4JJavaError as exc:
-            raise ReportError(f"cannot write {uri}: {_java_message(exc)}") from None
+            raise ReportError(f"cannot write {uri}: {java_message(exc)}") from None
 
 
-def _java_message(exc: Py4JJavaError) -> str:
+def java_message(exc: Py4JJavaError) -> str:
     """The Java exception's class and message, without its stack trace."""
     java = exc.java_exception
     return f"{java.getClass().getSimpleName()}: {java.getMessage()}"

@@ -26,22 +26,25 @@ from pyspark.sql.types import (
 )
 
 from pipeline.waits import (
-    AT_ONCE,
     BOOTSTRAP,
     EXPIRED,
     FETCH,
     FETCH_ERROR,
     FORWARDED,
+    NOT_HELD,
     PROTOCOL_WAITS,
     WOKEN,
 )
 
 __all__ = [
     "ACCURACY",
+    "API_VERSIONS",
     "FAIRNESS_MIN_CONNECTIONS",
     "HELD_BUCKET_MS",
     "LOG_SCHEMA",
     "MALFORMED",
+    "NO_CLIENT",
+    "connection_clients",
     "errors_by_code",
     "fairness",
     "fetch_answer",
@@ -54,9 +57,11 @@ __all__ = [
     "prepare",
     "purgatory_outcomes",
     "read_logs",
+    "shared_connection_ids",
     "throughput",
     "top_talkers",
     "well_formed",
+    "with_connection_clients",
     "with_window",
 ]
 
@@ -69,6 +74,7 @@ HELD_BUCKET_MS = 50
 #: Fewest connections in a window for Jain's index to mean anything.
 FAIRNESS_MIN_CONNECTIONS = 2
 NO_CLIENT = "(none)"
+API_VERSIONS = "ApiVersions"
 
 LOG_SCHEMA = StructType(
     [
@@ -146,6 +152,37 @@ def with_window(log: DataFrame, window_s: int) -> DataFrame:
     return log.withColumn(
         "window_start", (F.floor(F.col("ts") / window_s) * window_s).cast(LongType())
     ).withColumn("client", F.coalesce(F.col("client_id"), F.lit(NO_CLIENT)))
+
+
+def connection_clients(log: DataFrame) -> DataFrame:
+    """Per connection (``conn``) that has one: the client id of its latest request that
+    carries one (``conn_client``)."""
+    return (
+        log.where(F.col("client") != NO_CLIENT)
+        .groupBy("conn")
+        .agg(F.max_by("client", "ts").alias("conn_client"))
+    )
+
+
+def with_connection_clients(log: DataFrame, clients: DataFrame) -> DataFrame:
+    """``log`` with requests that have no client id named by their connection's
+    (:func:`connection_clients`). The proxy answers each connection's ApiVersions itself,
+    before it reads the header's client id, so those lines have none: counted as a client
+    "(none)" they were a top talker that no client is."""
+    named = F.when(F.col("client") == NO_CLIENT, F.coalesce("conn_client", F.lit(NO_CLIENT)))
+    return (
+        log.join(clients, "conn", "left")
+        .withColumn("client", named.otherwise(F.col("client")))
+        .drop("conn_client")
+    )
+
+
+def shared_connection_ids(log: DataFrame) -> int:
+    """How many ``conn`` values carry more than one successful ApiVersions: a client sends
+    it once, first, on each connection, so such an id stands for several connections, which
+    happens when logs of more than one proxy process (each counting from 1) are read as one."""
+    handshakes = log.where((F.col("api") == API_VERSIONS) & (F.col("error_code") == 0))
+    return handshakes.groupBy("conn").count().where(F.col("count") > 1).count()
 
 
 def per_api(log: DataFrame) -> DataFrame:
@@ -241,12 +278,12 @@ def fetch_answer() -> Column:
         .when(outcome == "expired", F.lit(EXPIRED))
         .when(F.col("held_ms") > 0, F.lit(WOKEN))
         .when(F.col("broker") == BOOTSTRAP, F.lit(FORWARDED))
-        .otherwise(F.lit(AT_ONCE))
+        .otherwise(F.lit(NOT_HELD))
     )
 
 
 def fetch_answers(log: DataFrame) -> DataFrame:
-    """Per kind of Fetch answer (at once, woken by data, expired, forwarded, error): requests,
+    """Per kind of Fetch answer (not held, woken by data, expired, forwarded, error): requests,
     latency and held-time percentiles, so the purgatory's work is seen beside what it did not
     hold."""
     return (

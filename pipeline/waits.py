@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
-    "AT_ONCE",
     "BOOTSTRAP",
     "EXPIRED",
     "FETCH",
     "FETCH_ANSWERS",
     "FETCH_ERROR",
     "FORWARDED",
+    "NOT_HELD",
     "PROTOCOL_WAITS",
     "WOKEN",
     "is_wait",
@@ -43,7 +43,7 @@ PROTOCOL_WAITS: Final[dict[str, str]] = {
 
 # How a Fetch was answered, from its outcome, held_ms and broker (pipeline/tables.py's
 # fetch_answer; the same words in the tables, the plots and report.md).
-AT_ONCE: Final = "answered at once"
+NOT_HELD: Final = "not held"
 WOKEN: Final = "held, woken by data"
 EXPIRED: Final = "held to the deadline (expired)"
 FORWARDED: Final = "forwarded (bootstrap port)"
@@ -53,9 +53,12 @@ BOOTSTRAP: Final = "bootstrap"
 
 #: Each kind of fetch answer and what it means, in the order the report lists them.
 FETCH_ANSWERS: Final[dict[str, str]] = {
-    AT_ONCE: "not held (held_ms = 0) on a broker port: the proxy's first look had data for it, "
-    "or the client asked not to wait. With [fetch] hold = false every fetch is here and the "
-    "broker did the waiting, inside its latency",
+    NOT_HELD: "not held in the proxy's purgatory (held_ms = 0), on a broker port: the proxy's "
+    "first look had data for it, or the client asked not to wait. Not held is not always "
+    "quick: answers go back in request order, so a fetch sent behind a held one on the same "
+    "connection (a Java consumer's closing fetch behind its long-poll) waits for that one's "
+    "answer first, and its latency has that wait; with [fetch] hold = false every fetch is "
+    "here and the broker did the waiting, inside its latency",
     WOKEN: "held in the proxy's purgatory, then answered before max_wait_ms because data came "
     "(or something else to tell the client, such as a moved log start)",
     EXPIRED: "held until the client's max_wait_ms passed with no new data (outcome expired): "

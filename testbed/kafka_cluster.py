@@ -38,9 +38,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from testbed.certs import CertFiles, Pki, make_pki
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka
 from testbed.kafka_node import KafkaNode
 from testbed.kafka_properties import (
@@ -51,6 +50,10 @@ from testbed.kafka_properties import (
     server_properties,
 )
 from testbed.processes import free_port
+
+if TYPE_CHECKING:  # testbed.certs needs `cryptography` (the test extra): only TLS runs load it,
+    # so `make run-kafka` runs on the runtime install
+    from testbed.certs import CertFiles, Pki
 
 __all__ = [
     "CLIENT_LISTENERS",
@@ -207,6 +210,13 @@ def _format(libs: Path, properties: Path, cluster_id: str, log: Path) -> None:
         raise RuntimeError(f"formatting Kafka storage failed:\n{done.stdout}{done.stderr}")
 
 
+def _pki(root: Path) -> Pki:
+    """Throwaway certificates under ``root``/pki (imported here: see TYPE_CHECKING above)."""
+    from testbed.certs import make_pki
+
+    return make_pki(root / "pki")
+
+
 @contextlib.contextmanager
 def running_kafka(
     nodes: int = 1,
@@ -244,7 +254,7 @@ def running_kafka(
     assert set(certs) <= {"SSL", "SASL_SSL"} & set(listeners), f"no TLS listener for {certs}"
     libs = ensure_kafka(version)
     root = directory or Path(tempfile.mkdtemp(prefix=f"kafka-{version}-"))
-    pki = make_pki(root / "pki") if {"SSL", "SASL_SSL"} & set(listeners) else None
+    pki = _pki(root) if {"SSL", "SASL_SSL"} & set(listeners) else None
     names = [*listeners, "INTERNAL", "CONTROLLER"]
     members = tuple(
         KafkaNode(

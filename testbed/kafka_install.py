@@ -9,10 +9,11 @@ interrupted one is redone.
 
 ``resolve_classpath`` does the same for any such POM (bench.peers resolves Kroxylicious so).
 
-``python -m testbed.kafka_install`` installs every pinned line (``make test`` runs it);
-``--version V`` one of them; ``--print-libs`` prints the classpath folder;
-``--print-clients-jar`` prints the kafka-clients jar of the newest line (or of ``--version``),
-whose message schemas wire's generated tables follow (``python -m wire._generate --jar``).
+``python -m testbed.kafka_install`` installs every pinned line (``make test`` and ``make kafka``
+run it); ``--version V`` one of them (``make run-kafka`` resolves only the one it runs);
+``--print-libs`` prints the classpath folder; ``--print-clients-jar`` prints the kafka-clients
+jar of the newest line (or of ``--version``), whose message schemas wire's generated tables
+follow (``python -m wire._generate --jar``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "KAFKA_VERSION",
     "cache_root",
     "ensure_kafka",
+    "is_installed",
     "kafka_clients_jar",
     "main",
     "resolve_classpath",
@@ -56,6 +58,11 @@ def cache_root() -> Path:
 
 def _install_dir(version: str) -> Path:
     return cache_root() / f"kafka-{version}"
+
+
+def is_installed(version: str) -> bool:
+    """Whether Kafka ``version`` is in the cache already (``ensure_kafka`` costs nothing)."""
+    return (_install_dir(version) / _STAMP).exists()
 
 
 def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
@@ -135,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     for version in [args.version] if args.version else KAFKA_LINES:
-        fresh = not (_install_dir(version) / _STAMP).exists()
+        fresh = not is_installed(version)
         started = time.monotonic()
         try:
             libs = ensure_kafka(version)

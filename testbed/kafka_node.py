@@ -7,23 +7,17 @@
 
 from __future__ import annotations
 
-import ctypes
-import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from testbed.processes import die_with_parent
 
 __all__ = ["HOST", "KafkaNode"]
 
 #: Every listener of every node binds here.
 HOST = "127.0.0.1"
 _JVM = ["-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the JVM is killed if the test process dies (even -9)."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def _jmx_options(port: int | None) -> list[str]:
@@ -97,7 +91,10 @@ class KafkaNode:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
+            # Its own process group: a Ctrl-C at a terminal reaches whoever started it (who
+            # may have a proxy to drain first), not the JVM directly.
+            process_group=0,
         )
         log.close()
         self.directory.joinpath(".log-offset").write_text(str(offset))

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from testbed.certs import Pki
 from testbed.kafka_node import HOST, KafkaNode
+
+if TYPE_CHECKING:  # testbed.certs needs `cryptography` (the test extra): see kafka_cluster.py
+    from testbed.certs import Pki
 
 __all__ = [
     "CLIENT_LISTENERS",

@@ -65,9 +65,9 @@ def render(n: int, seconds: float, rounds: int, values: dict[str, list[tuple[flo
     lines += [
         "",
         f"The proxy's own work per idle cycle: {medians['proxy']:.0f} - "
-        f"{medians['two-pump']:.0f} = {own:.0f} µs (median against median). The target "
-        f"of 100 µs per cycle leaves {100 - medians['two-pump']:.0f} µs for it on this "
-        "machine.",
+        f"{medians['two-pump']:.0f} = {own:.0f} µs (median against median). The target of at "
+        f"most 100 µs of proxy CPU per idle cycle leaves {100 - medians['two-pump']:.0f} µs "
+        "for it on this machine.",
     ]
     return "\n".join(lines) + "\n"
 

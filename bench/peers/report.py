@@ -255,7 +255,8 @@ _TABLES: dict[str, tuple[str, Callable[[Config, Sequence[Row]], list[str]]]] = {
     "fanin": ("Idle fan-in", fanin_table),
     "tls": ("TLS on both sides against plaintext", tls_table),
     "goals": (
-        "Goals against this run: ahead of both peers, or no more CPU than either",
+        "Goals against this run (each row states one: ahead of both peers, or no more CPU than "
+        "either)",
         goals_table,
     ),
 }

@@ -67,7 +67,8 @@ SMOKE = Config(
 
 def baseline_config(root: str, rounds: int = 3) -> Config:
     """Side by side with the proxy of another source tree: the 1 KiB cells and the
-    one-record-per-request cell, routes interleaved, no latency phase (what an A/B compares)."""
+    one-record-per-request cell, routes interleaved, no latency phase (the request path's
+    ratios)."""
     return Config(
         sizes=((1024, 100_000),),
         # 100,000 requests: about 7 s per cell. At 20,000 (1.3 s) one tree's rounds spread by

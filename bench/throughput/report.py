@@ -340,7 +340,8 @@ client (producer, delivery callbacks and the timing consumer share one Python pr
 the broker saturate the 2 cores, so those rows compare queues, not forwarding cost. The 5 %
 and 10 % rows are the unsaturated ones.
 
-Goals against this run (each row states one):
+Goals against this run (each row states one: the proxy at 0.9x direct or better, and no slower
+than the tansu proxy):
 
 {goals_table(config, results)}
 

@@ -31,6 +31,7 @@ import java.util.concurrent.Future;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -39,6 +40,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -63,7 +65,11 @@ public final class ProxyExample {
         Properties common = clientProperties(flags);
         common.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
 
-        createTopic(common, topic, partitions);
+        if (!createTopic(common, topic, partitions, deadline)) {
+            System.err.println("java: no answer from " + bootstrap + " within --timeout-s "
+                + flags.getOrDefault("--timeout-s", "60"));
+            System.exit(1);
+        }
         int produced = produce(common, topic, runId, count, keys > 0 ? keys : count);
         int consumed = consume(common, topic, group, runId, produced, sessionTimeoutMs, deadline);
         System.out.println("java via " + bootstrap + ": produced " + produced + ", consumed "
@@ -127,17 +133,28 @@ public final class ProxyExample {
         return props;
     }
 
-    private static void createTopic(Properties common, String topic, int partitions) throws Exception {
+    /**
+     * Creates the topic (or finds it there); false when the cluster did not answer by the
+     * deadline: the admin client's own timeout is 60 s whatever --timeout-s says.
+     */
+    private static boolean createTopic(Properties common, String topic, int partitions, long deadline)
+            throws Exception {
+        int leftMs = (int) Math.max(1, deadline - System.currentTimeMillis());
+        CreateTopicsOptions options = new CreateTopicsOptions().timeoutMs(leftMs);
         try (Admin admin = Admin.create(common)) {
-            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1)), options).all().get();
             System.out.println("topic " + topic + ": created");
         } catch (ExecutionException e) {
+            if (e.getCause() instanceof TimeoutException) {
+                return false;
+            }
             if (!(e.getCause() instanceof TopicExistsException)) {
                 throw e;
             }
             System.out.println("topic " + topic + ": exists");
         }
         System.out.flush();
+        return true;
     }
 
     private static int produce(Properties common, String topic, String runId, int count, int keys)

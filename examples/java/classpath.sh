@@ -19,8 +19,10 @@ if [ ! -s "$answer" ]; then
   mkdir -p "$cache"
   staging=$(mktemp "$cache/.classpath-XXXXXX")
   echo "+ mvn dependency:build-classpath -f $pom" >&2
+  # Maven 3.8 writes colour resets even with -B and style.color=never: they are removed here,
+  # with the lines they leave empty, so a terminal or a log gets Maven's words only.
   mvn -q -B -Dstyle.color=never -f "$pom" dependency:build-classpath -Dmdep.includeScope=runtime \
-    -Dmdep.outputFile="$staging" >&2
+    -Dmdep.outputFile="$staging" 2>&1 | sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g' -e '/^[[:space:]]*$/d' >&2
   mv "$staging" "$answer"
 fi
 cat "$answer"

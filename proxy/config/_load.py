@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_settings import SettingsConfigDict
 
 from proxy.config._model import ENV_PREFIX, Config, ConfigError, env_variable
+from proxy.config._values import EXPECTED_TEXTS
 
 __all__ = ["load_config"]
 
@@ -82,10 +83,17 @@ def _given_texts(value: object) -> Iterator[str]:
 
 def _without_given(message: str, given: object) -> str:
     """``message`` with any text given for the key replaced: the net under the rule that
-    validators say what they expected, never what they got (see the Strategy comment)."""
+    validators say what they expected, never what they got (see the Strategy comment). Our
+    own fixed texts (their examples) are left whole: ``--listen 127.0.0.1`` must not turn the
+    example ``127.0.0.1:9092`` into ``(the value given):9092``."""
+    own = {f"\0{n}\0": text for n, text in enumerate(EXPECTED_TEXTS) if text in message}
+    for placeholder, text in own.items():
+        message = message.replace(text, placeholder)
     for text in sorted(_given_texts(given), key=len, reverse=True):
         if text.strip() and text in message:
             message = message.replace(text, "(the value given)")
+    for placeholder, text in own.items():
+        message = message.replace(placeholder, text)
     return message
 
 

@@ -15,6 +15,7 @@ from proxy.address import normalize_ip
 
 __all__ = [
     "CLIENT_MAX_REQUEST_BYTES",
+    "EXPECTED_TEXTS",
     "UNLIMITED",
     "Bytes",
     "HostPort",
@@ -29,13 +30,15 @@ __all__ = [
 
 #: Kafka's default for every connection quota: no limit.
 UNLIMITED = 2**31 - 1
+#: What a HOST:PORT setting must look like (its examples are ours, never the value given).
+_HOST_PORT_EXPECTED = "expected HOST:PORT, e.g. 127.0.0.1:9092 or [::1]:9092"
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
     """Split ``HOST:PORT`` (``[v6]:PORT`` for IPv6) and check the port's range."""
     host, sep, port_text = value.rpartition(":")
     if not sep or not host or not port_text.isdigit():
-        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:9092 or [::1]:9092")
+        raise ValueError(_HOST_PORT_EXPECTED)
     port = int(port_text)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is out of range 0-65535")
@@ -76,6 +79,8 @@ _BYTE_SIZE = TypeAdapter(ByteSize)
 #: ignores what follows, so "256MB!" was 256 MB).
 _SIZE_TEXT = re.compile(r"\s*(\d*\.?\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 _SIZE_EXPECTED = "expected a size in bytes such as 1048576, 64MiB or 100MB"
+#: The validators' fixed texts: constants, so they hold no value given and stay whole.
+EXPECTED_TEXTS = (_HOST_PORT_EXPECTED, _SIZE_EXPECTED)
 
 
 def _byte_size(value: object) -> int:

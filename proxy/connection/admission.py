@@ -116,7 +116,12 @@ class ConnectionAdmission:
     def describe(self) -> str:
         """The limits in force, in words (the start-up line)."""
         per_ip = self._per_ip
-        limits = [f"at most {self.max_connections} client connections at once"]
+        total = self.max_connections
+        limits = [
+            f"at most {total} client connections at once"
+            if total < UNLIMITED
+            else "no limit on client connections at once (connections.max_connections)"
+        ]
         if per_ip < UNLIMITED or self._overrides:
             overrides = f" ({len(self._overrides)} addresses with their own)"
             limits.append(f"{per_ip} per IP address{overrides if self._overrides else ''}")

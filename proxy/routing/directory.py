@@ -10,13 +10,18 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Protocol
 
 from proxy.address import Address
+from proxy.errors import BrokerPortUnavailable, StartupError
 from proxy.routing.table import Routing
 from proxy.routing.topic_names import TopicNames
 
 __all__ = ["BrokerDirectory", "BrokerPorts"]
+
+#: Why a port as configured cannot be bound: taken, not an address of this host, privileged.
+_PORT_REFUSED = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
 
 
 class BrokerPorts(Protocol):
@@ -56,9 +61,31 @@ class BrokerDirectory:
         routing.record_upstream(node_id, upstream)
         port = routing.proxy_port_of(node_id)
         if port is None:
-            port = self._ports.open_broker(node_id, routing.wanted_port(node_id))
+            port = self._open(node_id)
             routing.assign_port(node_id, port)
         return Address(self.advertised_host, port)
+
+    def _open(self, node_id: int) -> int:
+        """Bind ``node_id``'s listener on the port routing wants for it.
+
+        Raises:
+            BrokerPortUnavailable: a pinned port cannot be bound (the message says which
+                setting pins it and what to change).
+            StartupError: a port of the OS's choosing cannot be bound (out of descriptors).
+        """
+        wanted = self.routing.wanted_port(node_id)
+        try:
+            return self._ports.open_broker(node_id, wanted)
+        except StartupError as error:
+            setting = self.routing.port_setting(node_id) if wanted else None
+            cause = error.__cause__
+            # Only what the port itself refuses is the setting's fault (out of descriptors,
+            # say, is not: that is retried).
+            if setting is None or getattr(cause, "errno", None) not in _PORT_REFUSED:
+                raise
+            raise BrokerPortUnavailable(
+                f"{error}: it is broker {node_id}'s port, {setting}"
+            ) from error
 
     def learn_brokers(self, brokers: dict[int, Address]) -> None:
         """Record a metadata response's brokers, binding listeners in ascending node id order."""

@@ -58,6 +58,18 @@ class Routing:
             port += 1
         return port
 
+    def port_setting(self, node_id: int) -> str | None:
+        """Which setting pins ``node_id``'s port and what to change, in words for an error;
+        None when the OS chooses the port (nothing to change)."""
+        if node_id in self._explicit:
+            return f"which [proxy.broker_ports] pins: map node {node_id} to a free port there"
+        if self._next_port == 0:
+            return None
+        return (
+            "counted up from proxy.first_broker_port in node-id order: set a first_broker_port "
+            "whose ports are free, or 0 to let the OS choose them"
+        )
+
     def assign_port(self, node_id: int, port: int) -> None:
         """Record the port actually bound for ``node_id``; it stays for the process's life."""
         if node_id in self._proxy_port:

@@ -19,7 +19,7 @@ from typing import NoReturn
 import trio
 
 from proxy.address import Address
-from proxy.errors import StartupError, UpstreamUnavailable
+from proxy.errors import BrokerPortUnavailable, StartupError, UpstreamUnavailable
 from proxy.observability.metrics import Metrics
 from proxy.observability.readiness import Readiness
 from proxy.routing.directory import BrokerDirectory
@@ -103,6 +103,8 @@ async def refresh_metadata_forever(
             brokers = await fetch_cluster_metadata(bootstrap, timeout_s, dialer)
             directory.learn_brokers(brokers)
         except (UpstreamUnavailable, StartupError) as error:
+            if isinstance(error, BrokerPortUnavailable) and not learned:
+                raise  # at start-up, a port as configured is taken: exit 2 with this one line
             # StartupError: a new broker's listener cannot be bound now (out of descriptors,
             # port taken); the proxy keeps serving the brokers it has and tries again.
             if isinstance(error, SaslAuthenticationFailed):  # never holds the secret

@@ -21,7 +21,7 @@ from proxy.broker.embedded_broker import EmbeddedBroker, tansu_binary
 from proxy.observability.readiness import Readiness
 from testbed.processes import free_port
 from testbed.proxy_process import running_proxy
-from tests.integration.test_cli import _aiokafka_roundtrip
+from tests.support.aiokafka_roundtrip import aiokafka_roundtrip
 
 #: Longer than trio's worker-thread idle timeout (10 s), with margin: what killed the broker.
 _PAST_THREAD_IDLE_S = 30.0
@@ -64,7 +64,7 @@ def test_a_real_round_trip_30_s_after_start_then_a_clean_exit() -> None:
         proxy.wait_for_log(r"no upstream configured: started the embedded Tansu broker")
         started = time.monotonic()
         time.sleep(max(0.0, _PAST_THREAD_IDLE_S - (time.monotonic() - started)))
-        got = asyncio.run(_aiokafka_roundtrip(proxy.bootstrap))
+        got = asyncio.run(aiokafka_roundtrip(proxy.bootstrap))
         assert got == [(b"k%d" % i, b"v%d" % i) for i in range(10)]
         assert proxy.stop(signal.SIGTERM) == 0
         assert "embedded Tansu broker exited" not in proxy.log_text()

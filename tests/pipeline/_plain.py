@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "Log",
+    "client_names",
     "connection_bytes",
     "fetch_answer",
     "jain_indexes",
@@ -66,6 +67,18 @@ def read_log(paths: list[Path]) -> Log:
     return Log(records, malformed)
 
 
+def client_names(records: list[dict[str, Any]]) -> list[str]:
+    """Each record's client as the report names it: its client id; else the client id of its
+    connection's latest request that has one (the proxy's own ApiVersions answers carry
+    none); else "(none)"."""
+    latest: dict[int, tuple[float, str]] = {}
+    for record in records:
+        conn, client = record["conn"], record["client_id"]
+        if client and (conn not in latest or record["ts"] >= latest[conn][0]):
+            latest[conn] = (record["ts"], client)
+    return [r["client_id"] or latest.get(r["conn"], (0.0, "(none)"))[1] for r in records]
+
+
 def connection_bytes(records: list[dict[str, Any]], window_s: int) -> dict[int, dict[int, int]]:
     """Per window start, the bytes (request + response) each connection moved in it."""
     windows: dict[int, dict[int, int]] = collections.defaultdict(collections.Counter)
@@ -100,7 +113,7 @@ def fetch_answer(record: dict[str, Any]) -> str:
         return "held, woken by data"
     if record["broker"] == "bootstrap":
         return "forwarded (bootstrap port)"
-    return "answered at once"
+    return "not held"
 
 
 def percentile_bounds(values: list[float], p: float, accuracy: int) -> tuple[float, float]:

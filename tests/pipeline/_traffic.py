@@ -5,7 +5,7 @@ Traffic (one run for the whole session, about 15 s), all behind a 300 KiB memory
 - three kafka-python producers sending 50 KB records;
 - a consumer group of two members on a topic of small records: the second member's join is a
   rebalance (JoinGroup, SyncGroup: waits the protocol asks for), and their first fetches find
-  data (answered at once) while later ones wait for none (held to the deadline, expired);
+  data (not held) while later ones wait for none (held to the deadline, expired);
 - a kafka-python consumer without a group and a raw client long-polling an empty topic, the
   consumer on a broker port (its fetches held in the proxy's purgatory, expired), the raw
   client on the bootstrap port (its fetches forwarded, the broker waiting);

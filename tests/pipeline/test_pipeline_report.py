@@ -16,6 +16,7 @@ import pytest
 from pipeline.plots import PLOT_NAMES
 from pipeline.report import TABLES
 from pipeline.tables import ACCURACY, NO_CLIENT
+from tests.pipeline._plain import client_names
 from tests.pipeline._traffic import TrafficRun
 
 
@@ -70,14 +71,25 @@ def test_counts_equal_plain_python(run: TrafficRun) -> None:
     assert summary["muted_requests"] == len(muted) > 0
     assert math.isclose(summary["muted_ms_total"], sum(r["muted_ms"] for r in muted))
     talkers: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
-    for record in run.log:
-        talker = talkers[record["client_id"] or NO_CLIENT]
+    for record, client in zip(run.log, client_names(run.log), strict=True):
+        talker = talkers[client]
         talker[0] += 1
         talker[1] += record["request_bytes"] + record["response_bytes"]
     expected = sorted(talkers.items(), key=lambda item: (-item[1][1], item[0]))[:10]
     assert [(t["client"], t["requests"], t["bytes"]) for t in summary["top_talkers"]] == [
         (client, requests, moved) for client, (requests, moved) in expected
     ]
+
+
+def test_the_proxys_own_answers_are_their_connections_clients(run: TrafficRun) -> None:
+    """The proxy answers each connection's ApiVersions itself, with no client id in the log:
+    the report names them by their connection, so "(none)" is no top talker of this log."""
+    own = [r for r in run.log if r["broker"] == "local" and r["client_id"] is None]
+    assert own, "the traffic has no answer of the proxy's own"
+    named = {r["conn"] for r in run.log if r["client_id"]}
+    assert all(r["conn"] in named for r in own)
+    assert NO_CLIENT not in {talker["client"] for talker in run.summary["top_talkers"]}
+    assert run.summary["warnings"] == []  # one proxy's log: nothing merged
 
 
 def test_percentiles_are_within_percentile_approx_tolerance(run: TrafficRun) -> None:

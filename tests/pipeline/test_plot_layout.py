@@ -7,6 +7,7 @@ What is measured is what a reader sees: every text's box on the canvas.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import math
@@ -27,7 +28,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from pipeline.plots import PLOT_NAMES, figures
-from pipeline.waits import AT_ONCE, EXPIRED, FORWARDED, WOKEN, is_wait
+from pipeline.waits import EXPIRED, FORWARDED, NOT_HELD, WOKEN, is_wait
 
 W = 10
 #: 2026-11-25 17:25:30 UTC: the windows run over a minute boundary.
@@ -35,6 +36,8 @@ START = 1_795_627_530
 SERVICE = ["ApiVersions", "FindCoordinator", "Heartbeat", "LeaveGroup", "ListOffsets",
            "Metadata", "OffsetCommit", "OffsetFetch", "Produce"]  # fmt: skip
 WAITS = ["JoinGroup", "SyncGroup"]
+#: Requests per API where it is not 5,000: one, too few for a p95, too few for a p99.
+REQUESTS = {"LeaveGroup": 1, "Heartbeat": 12, "SyncGroup": 60}
 
 
 def _latency(p50: float) -> dict[str, float]:
@@ -52,13 +55,13 @@ def _tables(start: int = START, windows: int = 8) -> dict[str, list[dict[str, An
                                "requests": rate * covered, "requests_per_s": rate})  # fmt: skip
     return {
         "per_api": [
-            {"api": api, **_latency(1.0 + i)}
+            {"api": api, "requests": REQUESTS.get(api, 5000), **_latency(1.0 + i)}
             for i, api in enumerate(sorted([*SERVICE, *WAITS, "Fetch"]))
         ],
         "fetch_answers": [
             {"answer": kind, "requests": n, **_latency(p50)}
             for kind, n, p50 in (
-                (AT_ONCE, 551, 3.0),
+                (NOT_HELD, 551, 3.0),
                 (WOKEN, 7960, 19.0),
                 (EXPIRED, 243, 500.0),
                 (FORWARDED, 4, 300.0),
@@ -106,8 +109,8 @@ def _quiet_tables() -> dict[str, list[dict[str, Any]]]:
     starts = [START, START + W]
     apis = [*SERVICE, "CreateTopics", "DescribeCluster", "Fetch", "JoinGroup"]
     return {
-        "per_api": [{"api": api, **_latency(2.0)} for api in sorted(apis)],
-        "fetch_answers": [{"answer": AT_ONCE, "requests": 12, **_latency(2.0)}],
+        "per_api": [{"api": api, "requests": 3, **_latency(2.0)} for api in sorted(apis)],
+        "fetch_answers": [{"answer": NOT_HELD, "requests": 12, **_latency(2.0)}],
         "held_histogram": [],
         "throughput": [
             {
@@ -305,14 +308,60 @@ def test_time_ticks_carry_the_date_across_midnight() -> None:
         assert "(UTC, 2026-11-25 to 2026-11-26)" in axes.get_xlabel()
 
 
+def _names(axes: Axes) -> list[str]:
+    """The API names of a latency panel's bars (a tick label's first line)."""
+    return [label.get_text().split("\n")[0] for _, label in _ticks(axes)]
+
+
 def test_latency_keeps_waits_in_their_own_panel(busy: dict[str, Figure]) -> None:
     service, waits = busy["latency_by_api"].axes
-    assert [label.get_text() for _, label in _ticks(service)] == SERVICE
+    assert _names(service) == SERVICE
     assert not any(is_wait(api) for api in SERVICE)
-    fetch = ["Fetch, at once", "Fetch, woken by data", "Fetch, expired", "Fetch, forwarded"]
-    assert [label.get_text() for _, label in _ticks(waits)] == [*fetch, *WAITS]
+    fetch = ["Fetch, not held", "Fetch, woken by data", "Fetch, expired", "Fetch, forwarded"]
+    assert _names(waits) == [*fetch, *WAITS]
     assert "tail to chase" in service.get_title()
     assert "Waits the protocol asks for" in waits.get_title()
+
+
+def test_latency_shows_each_count_and_no_percentile_it_cannot_have(
+    busy: dict[str, Figure],
+) -> None:
+    """Under each API its number of requests; a p95 only from 20 requests and a p99 only
+    from 100 (below, each is the slowest request: one request drew three equal bars)."""
+    service, waits = busy["latency_by_api"].axes
+    rows = {row["api"]: row for row in _tables()["per_api"]}
+    for axes in (service, waits):
+        bars_at: dict[int, int] = collections.Counter()
+        for patch in axes.patches:
+            bars_at[round(patch.get_x() + patch.get_width() / 2)] += 1
+        for loc, label in _ticks(axes):
+            name, count = label.get_text().split("\n")
+            if name.startswith("Fetch, "):
+                continue
+            requests = rows[name]["requests"]
+            assert count == f"n={requests:,}"
+            expected = 1 + (requests >= 20) + (requests >= 100)
+            assert bars_at[round(loc)] == expected, (name, requests)
+    legend = [text.get_text() for text in busy["latency_by_api"].legends[0].get_texts()]
+    assert legend == ["p50", "p95 (n ≥ 20)", "p99 (n ≥ 100)"]
+
+
+@pytest.mark.parametrize(
+    ("counts", "scale"), [((2, 6), "linear"), ((7000, 130, 2), "symlog")], ids=["few", "many"]
+)
+def test_held_histogram_shows_every_count(counts: tuple[int, ...], scale: str) -> None:
+    """On the log axis, counts between its decades (2, 6) had no tick to be read against: each
+    bar carries its count, and close counts get a linear axis."""
+    tables = _tables()
+    tables["held_histogram"] = [
+        {"api": "Fetch", "answer": EXPIRED, "bucket_ms": 450 + 50 * n, "requests": count}
+        for n, count in enumerate(counts)
+    ]
+    with _drawn(tables) as figs:
+        _, held = figs["fetch_answers"].axes
+        assert held.get_yscale() == scale
+        said = sorted(text.get_text() for text in held.texts if text.get_text())
+        assert said == sorted(f"{c:,}" for c in counts)
 
 
 def test_fetch_answers_counts_every_kind(busy: dict[str, Figure]) -> None:
@@ -320,7 +369,7 @@ def test_fetch_answers_counts_every_kind(busy: dict[str, Figure]) -> None:
     bars = {round(patch.get_width()) for patch in counts.patches}
     assert bars == {551, 7960, 243, 4}
     top_down = sorted(counts.yaxis.get_major_ticks(), key=lambda tick: -tick.get_loc())
-    names = ["at once", "woken by data", "expired", "forwarded"]  # FETCH_ANSWERS' order
+    names = ["not held", "woken by data", "expired", "forwarded"]  # FETCH_ANSWERS' order
     assert [tick.label1.get_text() for tick in top_down] == names
     assert "8,758 fetches" in counts.get_title()
     notes = {text.get_text() for text in counts.texts}

@@ -50,3 +50,26 @@ def test_unusable_log_is_one_line_and_exit_2(
     assert other == [f"purgatory-proxy report: {message.format(logs=logs)}"]
     assert "report written" not in stdout
     assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "a-file", "file-uri"])
+def test_an_unwritable_output_is_one_line_before_spark(tmp_path: Path, where: str) -> None:
+    """docs/request-log.md: an output that cannot be written is one line and exit 2; on the
+    local filesystem it is found before Spark starts (no progress line: no stage ran)."""
+    logs = tmp_path / "requests.jsonl"
+    logs.write_text('{"ts":1795132999.5,"api":"Fetch","conn":1}\n')
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = {
+        "under-a-file": str(blocker / "report"),
+        "a-file": str(blocker),
+        "file-uri": f"file://{blocker}/report",
+    }[where]
+    command = [sys.executable, "-m", "proxy", "report", "--logs", str(logs), "--out", out]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    what = "it is" if where == "a-file" else f"{blocker} is"
+    assert done.stderr.splitlines() == [
+        f"purgatory-proxy report: cannot write the report to {out}: {what} a file, not a folder"
+    ]
+    assert "report written" not in done.stdout

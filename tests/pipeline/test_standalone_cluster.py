@@ -10,10 +10,10 @@ import math
 import matplotlib.image
 import pytest
 
-from pipeline.tables import ACCURACY, NO_CLIENT
+from pipeline.tables import ACCURACY
 from pipeline.waits import is_wait
 from tests.pipeline._cluster import LINES, ClusterRun
-from tests.pipeline._plain import percentile_bounds
+from tests.pipeline._plain import client_names, percentile_bounds
 
 
 @pytest.fixture
@@ -54,8 +54,8 @@ def test_counts_equal_plain_python(run: ClusterRun) -> None:
 
 def test_top_talkers_equal_plain_python(run: ClusterRun) -> None:
     talkers: dict[str, list[int]] = {}
-    for record in run.log.records:
-        talker = talkers.setdefault(record["client_id"] or NO_CLIENT, [0, 0])
+    for record, client in zip(run.log.records, client_names(run.log.records), strict=True):
+        talker = talkers.setdefault(client, [0, 0])
         talker[0] += 1
         talker[1] += record["request_bytes"] + record["response_bytes"]
     expected = sorted(talkers.items(), key=lambda item: (-item[1][1], item[0]))[:10]

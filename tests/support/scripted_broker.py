@@ -1,5 +1,5 @@
 # Strategy: a broker made of the project's own wire/ codec, for the in-process tests of the
-# connection layer (tests/unit/proxy/test_inprocess_*.py). It is not a Kafka: it knows one node,
+# connection layer (tests/unit/proxy/*/test_inprocess_*.py). It is not a Kafka: it knows one node,
 # partitions as lists of opaque record blobs (one offset per produced blob), and answers
 # ApiVersions, Metadata, Produce and Fetch the way the proxy's timing depends on:
 #
