@@ -110,7 +110,7 @@ def test_the_descriptor_budget_leaves_the_reserve_and_each_brokers_descriptors()
     assert budget.capacity == 192  # 256 - 64
     for _ in range(3):
         budget.add_broker()
-    assert budget.capacity == 174  # each broker: 6 descriptors
+    assert budget.capacity == 171  # each broker: 7 descriptors
     assert DescriptorBudget(50, 64).capacity == 0
     assert DescriptorBudget(-1, 64).capacity == 2**31 - 1  # RLIM_INFINITY
 
