@@ -63,17 +63,27 @@ def main(argv: list[str]) -> int:
     if not command:
         print("usage: python -m proxy.broker.broker_keeper -- COMMAND...", file=sys.stderr)
         return 2
+    # Caught before the child starts: a SIGTERM that came while it starts would otherwise end
+    # the keeper (the default action), and the broker with it by SIGKILL, instead of stopping it.
+    started: list[subprocess.Popen[bytes]] = []
+    early: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if started:
+            started[0].send_signal(signum)
+        else:
+            early.append(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
     child = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
         preexec_fn=functools.partial(_die_with_keeper, os.getpid()),
     )
-
-    def forward(signum: int, _frame: FrameType | None) -> None:
+    started.append(child)
+    for signum in early:
         child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
     child_exited = os.pidfd_open(child.pid)
     with selectors.DefaultSelector() as selector:
         selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "lifeline")

@@ -433,6 +433,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "fetch": {
         "hold": False,
         "watcher_max_wait_ms": 250,
+        "busy_window_ms": 0,
         "offset_watch_interval_ms": 40,
         "immediate_max_wait_ms": 50,
         "session_cache_size": 0,
