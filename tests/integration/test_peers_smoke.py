@@ -121,7 +121,7 @@ def test_peers_benchmark_runs_every_family_and_route(tmp_path: Path) -> None:
     # The printed tables: one per family (and the forwarders' cost), a line per route.
     printed = measured.stdout
     for title in ("Throughput", "Forwarder cost", "Acknowledgement latency", "Memory",
-                  "Idle fan-in", "TLS on both sides", "Goals of issue 26"):  # fmt: skip
+                  "Idle fan-in", "TLS on both sides", "Goals against this run"):  # fmt: skip
         assert f"\n{title}" in "\n" + printed, title
     for route in ROUTES:
         assert f"| {route} | " in printed, route
