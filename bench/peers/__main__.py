@@ -17,15 +17,20 @@
 # round's direct. Kafka's broker, the forwarder and the clients share this machine's cores:
 # compare ratios from one run.
 #
-# A route that cannot be had here (no kafka-proxy binary: the Go module proxy refuses it) is
-# not started; its rows say "not measured: <why>". A cell that fails is a row with its error.
+# A route that cannot be had here (no kafka-proxy binary: the Go module proxy refuses it; a
+# given Kroxylicious distribution that needs a newer Java than the one given) is not started;
+# its rows say "not measured: <why>". A cell that fails is a row with its error.
 """Side by side with Kroxylicious and kafka-proxy, in front of Apache Kafka.
 
 Run ``python -m bench.peers`` (every family at full size, rounds interleaved; about an hour on
 two quiet cores, most of it the fan-in) or ``--smoke`` (every family and route on tiny sizes,
 one to two minutes: checks the harness only). ``--families throughput,latency,...``,
 ``--routes`` and ``--rounds N`` narrow a run; ``--kafka-proxy-bin PATH`` (or $KAFKA_PROXY_BIN)
-supplies kafka-proxy when ``go install`` of it fails. ``--json FILE`` saves the run,
+supplies kafka-proxy when ``go install`` of it fails. Kroxylicious is 0.12.0 from Maven Central
+unless ``--kroxylicious-dist DIR`` (or $KROXYLICIOUS_DIST) gives the unpacked binary
+distribution of a later release built from its source, run on the JDK of
+``--kroxylicious-java-home DIR`` (or $KROXYLICIOUS_JAVA_HOME; default: java on PATH); the
+Versions line names the release measured. ``--json FILE`` saves the run,
 ``--render FILE`` reports a saved run without measuring. Results go to the "peers" section of
 docs/benchmarks.md and docs/img/peers-*.png (``--out DIR``: under DIR instead;
 ``--no-write``: print only).
@@ -46,7 +51,7 @@ from bench.fanin.stack import raise_descriptor_limit
 from bench.peers.config import FAMILIES, FULL, SMOKE, Config
 from bench.peers.families import Families, Run
 from bench.peers.kafka_proxy import KAFKA_PROXY_VERSION, find_kafka_proxy
-from bench.peers.kroxylicious import KROXYLICIOUS_VERSION
+from bench.peers.kroxylicious import find_kroxylicious
 from bench.peers.report import markdown, summary
 from bench.peers.routes import ROUTES, Availability
 from testbed.kafka_cluster import KafkaCluster, running_kafka
@@ -123,7 +128,7 @@ def versions(available: Availability) -> dict[str, str]:
     binary = available.kafka_proxy
     return {
         "apache-kafka": KAFKA_VERSION,
-        "kroxylicious": f"{KROXYLICIOUS_VERSION} (kroxylicious-runtime from Maven Central)",
+        "kroxylicious": available.kroxylicious.describe(),
         "kafka-proxy": (
             f"{binary.version or KAFKA_PROXY_VERSION} ({binary.origin})"
             if binary.path is not None
@@ -156,6 +161,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--kafka-proxy-bin", metavar="PATH", help="kafka-proxy binary when go install fails"
     )
+    parser.add_argument(
+        "--kroxylicious-dist",
+        metavar="DIR",
+        help="an unpacked Kroxylicious binary distribution to run instead of 0.12.0",
+    )
+    parser.add_argument(
+        "--kroxylicious-java-home", metavar="DIR", help="the JDK that runs --kroxylicious-dist"
+    )
     parser.add_argument("--json", type=Path, help="write the run (its rows) to this file")
     parser.add_argument(
         "--render", type=Path, help="do not measure: report the run saved by --json in this file"
@@ -180,7 +193,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             config = dataclasses.replace(config, families=args.families)
         if args.rounds:
             config = dataclasses.replace(config, rounds=args.rounds)
-        available = Availability(find_kafka_proxy(args.kafka_proxy_bin))
+        available = Availability(
+            find_kafka_proxy(args.kafka_proxy_bin),
+            find_kroxylicious(args.kroxylicious_dist, args.kroxylicious_java_home),
+        )
         command = command_line("bench.peers", argv)
         started = time.monotonic()
         result = run(config, available, args.routes)

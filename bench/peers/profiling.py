@@ -33,6 +33,7 @@ from pathlib import Path
 import psutil
 
 from bench.peers.kafka_proxy import find_kafka_proxy
+from bench.peers.kroxylicious import find_kroxylicious
 from bench.peers.load import calibrate, latency
 from bench.peers.routes import Availability, Route, running_route
 from bench.throughput.profiling import fold, parse_raw
@@ -249,6 +250,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=30.0, help="open-loop window per route")
     parser.add_argument("--kafka-proxy-bin", metavar="PATH", help="kafka-proxy binary")
+    parser.add_argument("--kroxylicious-dist", metavar="DIR", help="Kroxylicious distribution")
+    parser.add_argument("--kroxylicious-java-home", metavar="DIR", help="its JDK")
     parser.add_argument("--keep", type=Path, help="keep the raw profiles in this directory")
     parser.add_argument(
         "--nice",
@@ -270,7 +273,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     proxy_env = dict(item.split("=", 1) for item in args.proxy_env)
-    available = Availability(find_kafka_proxy(args.kafka_proxy_bin))
+    available = Availability(
+        find_kafka_proxy(args.kafka_proxy_bin),
+        find_kroxylicious(args.kroxylicious_dist, args.kroxylicious_java_home),
+    )
     work = args.keep or Path(tempfile.mkdtemp(prefix="peers-profile-"))
     work.mkdir(parents=True, exist_ok=True)
     windows = []

@@ -3,13 +3,15 @@
 #   direct           straight to the brokers' listener
 #   purgatory-proxy  this tree's proxy (`python -m proxy run`, testbed/proxy_process.py)
 #   kroxylicious     bench/peers/kroxylicious.py: passthrough virtual cluster, port per broker
+#                    (0.12.0 from Maven Central, or a distribution built from a later release)
 #   kafka-proxy      bench/peers/kafka_proxy.py: one mapped listener per broker
 #
 # Every forwarder is started fresh around an already running cluster, with TLS on both of its
 # sides or on neither (the cluster's SSL listener, testbed/certs.py's CA), and exposes the PID
 # that forwards so the benchmark reads its CPU time, RSS and descriptors with psutil. A route
-# that cannot be had on this machine (no kafka-proxy binary) is not started: `Availability`
-# says why, and the benchmark writes that reason in its rows instead of a number.
+# that cannot be had on this machine (no kafka-proxy binary; a given Kroxylicious distribution
+# that is broken or needs a newer Java) is not started: `Availability` says why, and the
+# benchmark writes that reason in its rows instead of a number.
 """Start one route (direct or a forwarder) in front of a running Kafka cluster."""
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bench.peers.kafka_proxy import KafkaProxyBinary, running_kafka_proxy
-from bench.peers.kroxylicious import running_kroxylicious
+from bench.peers.kroxylicious import Kroxylicious, running_kroxylicious
 from testbed.kafka_cluster import KafkaCluster
 from testbed.proxy_process import running_proxy
 
@@ -45,14 +47,18 @@ class Route:
 
 @dataclass(frozen=True)
 class Availability:
-    """Which routes this run has: the kafka-proxy binary found (or why none)."""
+    """Which routes this run has: the kafka-proxy binary found (or why none) and the
+    Kroxylicious to start (or why it cannot start)."""
 
     kafka_proxy: KafkaProxyBinary
+    kroxylicious: Kroxylicious
 
     def missing(self, route: str) -> str | None:
         """Why ``route`` cannot run here, or None when it can."""
         if route == "kafka-proxy" and self.kafka_proxy.path is None:
             return self.kafka_proxy.origin
+        if route == "kroxylicious":
+            return self.kroxylicious.missing
         return None
 
 
@@ -105,7 +111,8 @@ def running_route(
             yield Route(name, proxy.bootstrap, proxy.pid, client, url)
     elif name == "kroxylicious":
         node_ids = [node.node_id for node in cluster.nodes]
-        with running_kroxylicious(upstream, node_ids, pki) as (port, pid):
+        build = availability.kroxylicious
+        with running_kroxylicious(upstream, node_ids, pki, build) as (port, pid):
             yield Route(name, f"127.0.0.1:{port}", pid, client)
     elif name == "kafka-proxy":
         binary = availability.kafka_proxy.path
