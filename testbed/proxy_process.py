@@ -75,16 +75,18 @@ def running_proxy(
     *args: str,
     env: dict[str, str] | None = None,
     nofile: int | None = None,
+    root: Path | None = None,
 ) -> Iterator[ProxyProcess]:
     """Start ``python -m proxy run`` on a free loopback port; kill it (by PID) afterwards.
-    ``nofile``: its RLIMIT_NOFILE, soft and hard, from the start (a descriptor-starved host)."""
+    ``nofile``: its RLIMIT_NOFILE, soft and hard, from the start (a descriptor-starved host);
+    ``root``: the checkout whose proxy runs (default: this one)."""
     command = [sys.executable, "-m", "proxy", "run", "--listen", "127.0.0.1:0", *args]
     if upstream is not None:
         command += ["--upstream", upstream]
     log = tempfile.NamedTemporaryFile(prefix="proxy-", suffix=".log", delete=False)  # noqa: SIM115
     # The repository this testbed belongs to: `-m proxy` then imports that checkout's proxy,
     # whatever the interpreter's editable install points at.
-    root = Path(__file__).resolve().parents[1]
+    root = root or Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(
         command,
         stdout=log,

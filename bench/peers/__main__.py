@@ -53,7 +53,7 @@ from bench.peers.families import Families, Run
 from bench.peers.kafka_proxy import KAFKA_PROXY_VERSION, find_kafka_proxy
 from bench.peers.kroxylicious import find_kroxylicious
 from bench.peers.report import markdown, summary
-from bench.peers.routes import ROUTES, Availability
+from bench.peers.routes import DEFAULT_ROUTES, ROUTES, Availability
 from testbed.kafka_cluster import KafkaCluster, running_kafka
 from testbed.kafka_install import KAFKA_VERSION
 from testbed.report import BENCHMARKS_MD, command_line, write_section
@@ -123,9 +123,17 @@ def _first_line(command: Sequence[str]) -> str:
     return lines[0] if lines else "unknown"
 
 
+def _describe(checkout: Path) -> str:
+    return _first_line(["git", "-C", str(checkout), "describe", "--always", "--dirty"])
+
+
 def versions(available: Availability) -> dict[str, str]:
     """Which broker, peers and proxy this run measures."""
     binary = available.kafka_proxy
+    baseline = {}
+    if available.baseline is not None:
+        described = _describe(available.baseline)
+        baseline = {"baseline": f"{described} ({available.baseline})"}
     return {
         "apache-kafka": KAFKA_VERSION,
         "kroxylicious": available.kroxylicious.describe(),
@@ -134,7 +142,8 @@ def versions(available: Availability) -> dict[str, str]:
             if binary.path is not None
             else f"not measured: {binary.origin}"
         ),
-        "purgatory-proxy": _first_line(["git", "-C", str(ROOT), "describe", "--always", "--dirty"]),
+        "purgatory-proxy": _describe(ROOT),
+        **baseline,
         "java": _first_line(["java", "-version"]),
     }
 
@@ -155,7 +164,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the harness only")
     parser.add_argument("--families", type=_parse_list(FAMILIES), help="comma-separated families")
     parser.add_argument(
-        "--routes", type=_parse_list(ROUTES), default=ROUTES, help="comma-separated routes"
+        "--routes", type=_parse_list(ROUTES), help="comma-separated routes (default: all)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another checkout of purgatory-proxy, measured as the route 'baseline' beside this "
+        "tree's in every round (before and after)",
     )
     parser.add_argument("--rounds", type=int, help="rounds of every family but fan-in")
     parser.add_argument(
@@ -196,7 +212,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         available = Availability(
             find_kafka_proxy(args.kafka_proxy_bin),
             find_kroxylicious(args.kroxylicious_dist, args.kroxylicious_java_home),
+            args.baseline.resolve() if args.baseline else None,
         )
+        if args.routes is None:
+            args.routes = ROUTES if args.baseline else DEFAULT_ROUTES
         command = command_line("bench.peers", argv)
         started = time.monotonic()
         result = run(config, available, args.routes)

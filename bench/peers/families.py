@@ -263,7 +263,7 @@ class Families:
                     probes=config.fanin_probes,
                     settle_s=config.settle_s,
                     # purgatory-proxy's warm-up upstream connections close before the window.
-                    quiet_s=quiet_s if name == "purgatory-proxy" else 0.0,
+                    quiet_s=quiet_s if name in ("purgatory-proxy", "baseline") else 0.0,
                 )
             return [row]
 

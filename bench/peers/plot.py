@@ -19,7 +19,12 @@ from bench.peers.stats import median, ratio
 __all__ = ["COLOURS", "plot_all"]
 
 #: One colour per forwarder, the same in every plot.
-COLOURS = {"purgatory-proxy": "tab:blue", "kroxylicious": "tab:orange", "kafka-proxy": "tab:green"}
+COLOURS = {
+    "purgatory-proxy": "tab:blue",
+    "baseline": "tab:cyan",
+    "kroxylicious": "tab:orange",
+    "kafka-proxy": "tab:green",
+}
 
 #: One group of bars: its x label, the row key it shows, and the rows' match.
 Group = tuple[str, str, dict[str, Any]]
@@ -30,9 +35,12 @@ def _size(record_bytes: int) -> str:
 
 
 def _bars(ax: Any, rows: Sequence[Row], groups: Sequence[Group], *, to_direct: bool) -> None:
-    """One bar per forwarder in each group: its ratio to direct, or its median value."""
-    width = 0.8 / len(FORWARDERS)
-    for i, route in enumerate(FORWARDERS):
+    """One bar per forwarder the run measured in each group: its ratio to direct, or its
+    median value."""
+    measured = {row.get("route") for row in rows}
+    forwarders = [route for route in FORWARDERS if route in measured] or list(FORWARDERS)
+    width = 0.8 / len(forwarders)
+    for i, route in enumerate(forwarders):
         xs, ys = [], []
         for j, (_, key, match) in enumerate(groups):
             if to_direct:
@@ -40,7 +48,7 @@ def _bars(ax: Any, rows: Sequence[Row], groups: Sequence[Group], *, to_direct: b
             else:
                 value = median(rows, key, route=route, **match)
             if value is not None:
-                xs.append(j + (i - (len(FORWARDERS) - 1) / 2) * width)
+                xs.append(j + (i - (len(forwarders) - 1) / 2) * width)
                 ys.append(value)
         ax.bar(xs, ys, width, label=route, color=COLOURS[route])
     ax.set_xticks(range(len(groups)), [label for label, _, _ in groups], fontsize=8)

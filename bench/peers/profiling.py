@@ -140,7 +140,7 @@ def _on_cpu(route: Route, work: Path) -> Iterator[Path]:
     """Sample ``route``'s forwarder on CPU for the block; yields where its samples land."""
     pid = route.forwarder_pid
     assert pid is not None
-    if route.name == "purgatory-proxy":
+    if route.name in ("purgatory-proxy", "baseline"):
         out = work / "py-spy.txt"
         spy = str(Path(sys.executable).parent / "py-spy")
         command = [spy, "record", "--nonblocking", "--format", "raw", "--rate", "500",
@@ -164,7 +164,7 @@ def _on_cpu(route: Route, work: Path) -> Iterator[Path]:
 
 
 def _top(route: str, samples: Path, n: int) -> list[tuple[str, float]]:
-    if route == "purgatory-proxy":
+    if route in ("purgatory-proxy", "baseline"):
         return _top_python(samples, n)
     if route == "kroxylicious":
         return _top_jfr(samples, n)

@@ -20,17 +20,28 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench.peers.kafka_proxy import KafkaProxyBinary, running_kafka_proxy
 from bench.peers.kroxylicious import Kroxylicious, running_kroxylicious
 from testbed.kafka_cluster import KafkaCluster
 from testbed.proxy_process import running_proxy
 
-__all__ = ["FORWARDERS", "ROUTES", "Availability", "Route", "running_route", "running_routes"]
+__all__ = [
+    "DEFAULT_ROUTES",
+    "FORWARDERS",
+    "ROUTES",
+    "Availability",
+    "Route",
+    "running_route",
+    "running_routes",
+]
 
 #: Display order; each round of a family runs them in turn (the start turning by one).
-ROUTES = ("direct", "purgatory-proxy", "kroxylicious", "kafka-proxy")
+ROUTES = ("direct", "purgatory-proxy", "baseline", "kroxylicious", "kafka-proxy")
 FORWARDERS = ROUTES[1:]
+#: The routes a run measures unless told: every one but the baseline, which needs a checkout.
+DEFAULT_ROUTES = tuple(route for route in ROUTES if route != "baseline")
 
 
 @dataclass(frozen=True)
@@ -52,9 +63,13 @@ class Availability:
 
     kafka_proxy: KafkaProxyBinary
     kroxylicious: Kroxylicious
+    #: Another checkout of purgatory-proxy, run as the route "baseline" (before and after).
+    baseline: Path | None = None
 
     def missing(self, route: str) -> str | None:
         """Why ``route`` cannot run here, or None when it can."""
+        if route == "baseline" and self.baseline is None:
+            return "no --baseline checkout given"
         if route == "kafka-proxy" and self.kafka_proxy.path is None:
             return self.kafka_proxy.origin
         if route == "kroxylicious":
@@ -103,10 +118,11 @@ def running_route(
         raise RuntimeError(f"{name} is not available: {reason}")
     if name == "direct":
         yield Route(name, upstream, None, client)
-    elif name == "purgatory-proxy":
+    elif name in ("purgatory-proxy", "baseline"):
         env = {**(_proxy_tls_env(cluster) if tls else {}), **(proxy_env or {})}
         args = ["--metrics", f"127.0.0.1:{metrics_port}"] if metrics_port else []
-        with running_proxy(upstream, *args, env=env) as proxy:
+        root = availability.baseline if name == "baseline" else None
+        with running_proxy(upstream, *args, env=env, root=root) as proxy:
             url = f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else None
             yield Route(name, proxy.bootstrap, proxy.pid, client, url)
     elif name == "kroxylicious":
