@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import platform
 import re
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -56,9 +57,13 @@ def write_section(name: str, markdown: str, path: Path = BENCHMARKS_MD) -> None:
 
 
 def command_line(module: str, argv: Sequence[str] | None) -> str:
-    """How the benchmark was run, for its section: ``python -m <module> <arguments>``."""
-    arguments = argv if argv is not None else sys.argv[1:]
-    return " ".join(["python -m", module, *arguments])
+    """How the benchmark was run, for its section: ``python -m <module> <arguments>``, quoted
+    for a shell; a ``--baseline`` checkout is written DIR, since its path is this machine's."""
+    arguments = list(argv if argv is not None else sys.argv[1:])
+    for at, argument in enumerate(arguments[:-1]):
+        if argument == "--baseline":
+            arguments[at + 1] = "DIR"
+    return "python -m " + shlex.join([module, *arguments])
 
 
 def publish(name: str, markdown: str, started: float, *, write: bool) -> None:
