@@ -177,8 +177,10 @@ def observe(
     act: Callable[[], object],
     victim: int = -1,
 ) -> Cell:
-    """Stamp the fault, ``act`` (the fault itself), then wait (bounded) until every route
-    flows again on its ``hit`` partitions. The cell, with what ``act`` returned in its notes."""
+    """After STEADY_S of traffic, stamp the fault, ``act`` (the fault itself), then wait
+    (bounded) until every route flows again on its ``hit`` partitions. The cell, with what
+    ``act`` returned in its notes."""
+    time.sleep(STEADY_S)
     fault_s = time.time()
     done = act()
     cell = Cell(name, repetition, victim, fault_s, hit)
@@ -211,7 +213,6 @@ def run_cell(cluster: KafkaCluster, routes: Sequence[Route], key: str, repetitio
     fault = BROKER_FAULTS[key]
     bootstrap = cluster.bootstrap()
     heal(cluster, [route.topic for route in routes])
-    time.sleep(STEADY_S)
     if fault.target == "controller":
         victim = active_controller(bootstrap)
     else:

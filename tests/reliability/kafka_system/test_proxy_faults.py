@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 from pathlib import Path
 
@@ -57,35 +58,21 @@ def _route(cluster: KafkaCluster, bootstrap: str, directory: Path) -> Route:
 
 def test_proxy_stopped_killed_and_cut(cluster: KafkaCluster, tmp_path: Path) -> None:
     cannot_cut = can_cut()
-    assert cannot_cut is None, (
-        f"the upstream cut needs `ss -K` as root (README, Tests): {cannot_cut}"
-    )
+    assert cannot_cut is None, f"the upstream cut needs `ss -K` as root (README): {cannot_cut}"
     broker_ports = [node.ports["PLAINTEXT"] for node in cluster.nodes]
-    rows: list[tuple[str, str]] = []
     problems: list[str] = []
     with ProxyReplica(cluster.bootstrap(), len(cluster.nodes)) as replica:
         route = _route(cluster, replica.bootstrap, tmp_path)
         hit = {route.name: ALL}
         cells: list[Cell] = []
         with running_routes([route]):
-            for name, signum in (("proxy: SIGTERM, restarted", signal.SIGTERM),
-                                 ("proxy: SIGKILL, restarted", signal.SIGKILL)):  # fmt: skip
-
-                def restart(signum: int = signum) -> str:
-                    code, stopped_s, started_s = replica.restart(signum)
-                    what = f"{signal.Signals(signum).name}: exit code, s to exit, to listen"
-                    rows.append((what, f"{code}, {stopped_s:.2f}, {started_s:.2f}"))
-                    if signum == signal.SIGTERM and code != 0:
-                        problems.append(f"SIGTERM: exit code {code}, not 0 (an orderly stop)")
-                    return (f"exit code {code} after {stopped_s:.2f} s, listening again "
-                            f"after {started_s:.2f} s")  # fmt: skip
-
-                cells.append(observe([route], name, 0, hit, restart))
+            for signum in (signal.SIGTERM, signal.SIGKILL):
+                name = f"proxy: {signal.Signals(signum).name}, restarted on its ports"
+                act = functools.partial(_restart, replica, signum, problems)
+                cells.append(observe([route], name, 0, hit, act))
 
             def cut() -> str:
-                count = cut_upstream(replica, broker_ports)
-                rows.append(("upstream connections reset by ss -K", str(count)))
-                return f"{count} upstream connections reset"
+                return f"{cut_upstream(replica, broker_ports)} upstream connections reset"
 
             pid = replica.process.pid
             cells.append(observe([route], "proxy: upstream connections cut", 0, hit, cut))
@@ -103,13 +90,12 @@ def test_proxy_stopped_killed_and_cut(cluster: KafkaCluster, tmp_path: Path) -> 
         "with `ss -K` (the kernel destroys the sockets; proxy and brokers keep running). "
         f"{_JUDGED}",
     )
-    _, problems = judge_run(run, cluster.bootstrap(), [route], cells, caught_up, problems, rows)
+    _, problems = judge_run(run, cluster.bootstrap(), [route], cells, caught_up, problems)
     assert not problems, problems
 
 
 def test_rolling_restart_of_two_replicas(cluster: KafkaCluster, tmp_path: Path) -> None:
     problems: list[str] = []
-    rows: list[tuple[str, str]] = []
     with (
         ProxyReplica(cluster.bootstrap(), len(cluster.nodes)) as first,
         ProxyReplica(cluster.bootstrap(), len(cluster.nodes)) as second,
@@ -118,17 +104,9 @@ def test_rolling_restart_of_two_replicas(cluster: KafkaCluster, tmp_path: Path) 
         cells: list[Cell] = []
         with running_routes([route]):
             for which, replica in (("first", first), ("second", second)):
-
-                def restart(replica: ProxyReplica = replica, which: str = which) -> str:
-                    code, stopped_s, started_s = replica.restart(signal.SIGTERM)
-                    rows.append((f"{which} replica: exit code, s to exit, s to listen again",
-                                 f"{code}, {stopped_s:.2f}, {started_s:.2f}"))  # fmt: skip
-                    if code != 0:
-                        problems.append(f"{which} replica: SIGTERM exit code {code}, not 0")
-                    return f"exit code {code} after {stopped_s:.2f} s"
-
-                name = f"rolling restart: {which} of two replicas (SIGTERM, restarted)"
-                cells.append(observe([route], name, 0, {route.name: ALL}, restart))
+                name = f"rolling restart: the {which} of two replicas (SIGTERM, restarted)"
+                act = functools.partial(_restart, replica, signal.SIGTERM, problems)
+                cells.append(observe([route], name, 0, {route.name: ALL}, act))
             caught_up = finish([route])
     run = FaultRun(
         "proxy-rolling-restart",
@@ -139,5 +117,14 @@ def test_rolling_restart_of_two_replicas(cluster: KafkaCluster, tmp_path: Path) 
         "turn is stopped with SIGTERM and started again on its ports, the second once the "
         f"clients resumed after the first. {_JUDGED}",
     )
-    _, problems = judge_run(run, cluster.bootstrap(), [route], cells, caught_up, problems, rows)
+    _, problems = judge_run(run, cluster.bootstrap(), [route], cells, caught_up, problems)
     assert not problems, problems
+
+
+def _restart(replica: ProxyReplica, signum: int, problems: list[str]) -> str:
+    """Stop ``replica`` with ``signum`` and start it on its ports again; a SIGTERM must end in
+    an orderly exit (code 0). The note for the cell."""
+    code, stopped_s, started_s = replica.restart(signum)
+    if signum == signal.SIGTERM and code != 0:
+        problems.append(f"SIGTERM: exit code {code}, not 0 (an orderly stop)")
+    return f"exit code {code} after {stopped_s:.2f} s, listening again after {started_s:.2f} s"
