@@ -180,6 +180,12 @@ class KafkaTool:
                 )
             time.sleep(0.05)
 
+    def wait_for_events(self, name: str, more_than: int = 0, timeout_s: float = 90.0) -> None:
+        """Hang guard: wait until more than ``more_than`` events of kind ``name`` came."""
+        self.wait_for(
+            lambda: len(self.named(name)) > more_than, timeout_s, f"more than {more_than} {name}"
+        )
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

@@ -37,7 +37,15 @@ from tests.support.cluster_roles import (
     under_replicated,
     wait_until,
 )
-from tests.support.verifiable_judge import FLOWING_S, acks_of, flowing, reads_of, resumed_after
+from tests.support.verifiable_judge import (
+    FLOWING_S,
+    Ack,
+    Read,
+    acks_of,
+    flowing,
+    reads_of,
+    resumed_after,
+)
 from tests.support.verifiable_routes import Route
 
 __all__ = [
@@ -149,6 +157,11 @@ def heal(cluster: KafkaCluster, topics: Sequence[str]) -> None:
     wait_until(preferred, HEAL_BOUND_S, "preferred leaders")
 
 
+def _streams(route: Route) -> list[Sequence[Ack | Read]]:
+    """The route's producer's acknowledgements and each consumer's records."""
+    return [acks_of(route.producer), *(reads_of(c) for c in route.consumers.values())]
+
+
 def flowing_again(
     routes: Sequence[Route], fault_s: float, hit: dict[str, frozenset[int]]
 ) -> float | None:
@@ -161,7 +174,7 @@ def flowing_again(
     latest = 0.0
     for route in routes:
         partitions = hit[route.name]
-        for events in [acks_of(route.producer), *map(reads_of, route.consumers.values())]:
+        for events in _streams(route):
             resumed = resumed_after(events, fault_s, now_s, partitions)
             if resumed is None or not flowing(events, partitions, now_s):
                 return None
@@ -193,17 +206,20 @@ def observe(
     except AssertionError:
         cell.notes.append(f"not every route resumed within {RESUME_BOUND_S:g} s")
     cell.until_s = time.time()
-    cell.all_resumed_s = max(
-        (
-            resumed_after(events, fault_s, cell.until_s, hit[route.name]) or float("inf")
-            for route in routes
-            for events in [acks_of(route.producer), *map(reads_of, route.consumers.values())]
-        ),
-        default=None,
-    )
+    resumed = {
+        route.name: [resumed_after(events, fault_s, cell.until_s, hit[route.name])
+                     for events in _streams(route)]
+        for route in routes
+    }  # fmt: skip
+    cell.all_resumed_s = max(v if v is not None else float("inf")
+                             for found in resumed.values() for v in found)  # fmt: skip
     stamp = time.strftime("%H:%M:%S", time.localtime(fault_s))
-    print(f"{stamp} {name} #{repetition + 1}: node {victim}, hit {sorted(hit[routes[0].name])}; "
-          f"every route resumed after {cell.all_resumed_s or float('nan'):.1f} s")  # fmt: skip
+    each = "; ".join(
+        f"{route} " + " / ".join("never" if v is None else f"{v:.1f}" for v in found)
+        for route, found in resumed.items()
+    )
+    print(f"{stamp} {name} #{repetition + 1}: node {victim}, partitions "
+          f"{sorted(hit[routes[0].name])}; resumed (s, producer / consumers): {each}")  # fmt: skip
     return cell
 
 

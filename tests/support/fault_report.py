@@ -30,6 +30,8 @@ class FaultRun:
     test: str
     description: str
     soak: bool = False
+    #: Settings the run took from the environment, as VAR=value words (in its command).
+    env: str = ""
 
 
 def judge_run(
@@ -68,5 +70,5 @@ def judge_run(
         body += ["", "Notes:", "", *notes]
     if found:
         body += ["", "**Did not hold:**", "", *(f"- {p}" for p in found)]
-    Report(run.section, run.title, run.test).write(body, verdict, soak=run.soak)
+    Report(run.section, run.title, run.test, run.env).write(body, verdict, soak=run.soak)
     return matrix, found

@@ -114,27 +114,17 @@ def make_route(
 def running_routes(routes: Sequence[Route]) -> Iterator[None]:
     """Every route's consumers, then producers, running for the block (killed by PID after)."""
     with contextlib.ExitStack() as stack:
-        for route in routes:
-            for consumer in route.consumers.values():
-                stack.enter_context(running_tool(consumer))
-        for route in routes:
-            for consumer in route.consumers.values():
-                consumer.wait_for(
-                    lambda c=consumer: bool(c.named("partitions_assigned")),
-                    START_TIMEOUT_S, "its partitions",
-                )  # fmt: skip
+        consumers = [c for route in routes for c in route.consumers.values()]
+        for consumer in consumers:
+            stack.enter_context(running_tool(consumer))
+        for consumer in consumers:
+            consumer.wait_for_events("partitions_assigned", timeout_s=START_TIMEOUT_S)
         for route in routes:
             stack.enter_context(running_tool(route.producer))
         for route in routes:
-            route.producer.wait_for(
-                lambda p=route.producer: len(p.named("producer_send_success")) > 5,
-                START_TIMEOUT_S, "more than 5 acknowledgements",
-            )  # fmt: skip
-            for consumer in route.consumers.values():
-                consumer.wait_for(
-                    lambda c=consumer: bool(c.named("record_data")),
-                    START_TIMEOUT_S, "a first record",
-                )  # fmt: skip
+            route.producer.wait_for_events("producer_send_success", 5, START_TIMEOUT_S)
+        for consumer in consumers:
+            consumer.wait_for_events("record_data", timeout_s=START_TIMEOUT_S)
         yield
 
 
@@ -147,7 +137,7 @@ def finish(routes: Sequence[Route], timeout_s: float = FINISH_TIMEOUT_S) -> dict
     stopped_s = time.monotonic()
     caught_up: dict[str, float | None] = {}
     for route in routes:
-        last = {}
+        last: dict[int, int] = {}
         for ack in acks_of(route.producer):
             last[ack.partition] = max(last.get(ack.partition, -1), ack.offset)
         for protocol, consumer in route.consumers.items():

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import time
 from collections import Counter
@@ -98,20 +99,19 @@ def test_transactional_copy_is_exactly_once_under_hard_bounces(
         )  # fmt: skip
         with contextlib.ExitStack() as stack:
             stack.enter_context(running_tool(reader))
-            reader.wait_for(lambda: bool(reader.named("partitions_assigned")), 90, "assigned")
+            reader.wait_for_events("partitions_assigned")
             started_s = time.time()
             for copier in copiers:
                 stack.enter_context(running_tool(copier))
-            targets = [
-                ("leader of the output's partition 0", lambda: leaders(bootstrap, sink)[0].leader),
-                ("transaction coordinator of copier 0",
-                 lambda: coordinator(bootstrap, f"{source}-copier-0")),
-            ]  # fmt: skip
-            for (role, find), share in zip(targets, BOUNCE_AT, strict=True):
-                wait_until(lambda share=share: _progress(copiers) >= share, COPY_BOUND_S,
+            roles = ["leader of the output's partition 0", "transaction coordinator of copier 0"]
+            for role, share in zip(roles, BOUNCE_AT, strict=True):
+                wait_until(functools.partial(_copied, copiers, share), COPY_BOUND_S,
                            f"copiers at {share:.0%}")  # fmt: skip
                 heal(cluster, [])
-                victim = find()
+                if role.startswith("leader"):
+                    victim = leaders(bootstrap, sink)[0].leader
+                else:
+                    victim = coordinator(bootstrap, f"{source}-copier-0")
                 before = _progress(copiers)
                 if before >= 1.0:
                     problems.append(f"the copy was done before the bounce of the {role}: "
@@ -168,6 +168,10 @@ def test_transactional_copy_is_exactly_once_under_hard_bounces(
         problems.append("the proxy died or /healthz was not ok")
     _report(rows, problems)
     assert not problems, problems
+
+
+def _copied(copiers: list[KafkaTool], share: float) -> bool:
+    return _progress(copiers) >= share
 
 
 def _progress(copiers: list[KafkaTool]) -> float:

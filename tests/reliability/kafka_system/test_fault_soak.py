@@ -106,6 +106,7 @@ def test_an_hour_of_bounces_through_the_proxy(cluster: KafkaCluster, tmp_path: P
         "`FAULT_SOAK_MINUTES` sets the length (60 by default).\n\n"
         "![RSS, descriptors, pool and held operations over the run](img/fault-soak.png)",
         soak=True,
+        env=f"FAULT_SOAK_MINUTES={MINUTES:g}" if "FAULT_SOAK_MINUTES" in os.environ else "",
     )
     _, problems = judge_run(run, cluster.bootstrap(), [route], cells, caught_up, problems, rows)
     assert not problems, problems
