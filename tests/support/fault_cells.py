@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from testbed.kafka_cluster import KafkaCluster
-from tests.support.broker_faults import freeze
+from tests.support.broker_faults import all_threads_stopped, freeze
 from tests.support.cluster_roles import (
     active_controller,
     elect_preferred,
@@ -67,8 +67,8 @@ PAUSE_S = SESSION_TIMEOUT_S + 4.0
 #: Hang guards, not targets: how long clients may take to resume, a cluster to heal.
 RESUME_BOUND_S = 120.0
 HEAL_BOUND_S = 180.0
-#: Traffic after a cell's restore, before the next fault (so each window has steady traffic).
-STEADY_S = 2.0
+#: Traffic before each fault (so each window starts with steady traffic).
+STEADY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,10 @@ def _hard_bounce(cluster: KafkaCluster, node: int) -> None:
 
 def _paused(cluster: KafkaCluster, node: int) -> None:
     freeze(cluster, node)
-    time.sleep(PAUSE_S)
-    cluster.resume(node)
+    try:
+        time.sleep(PAUSE_S)
+    finally:
+        cluster.resume(node)
 
 
 #: The matrix's broker faults, by key (the short form runs each once).
@@ -138,14 +140,15 @@ class Cell:
 
 
 def heal(cluster: KafkaCluster, topics: Sequence[str]) -> None:
-    """Every node running, nothing under-replicated, ``topics`` led by preferred replicas."""
+    """Every node running (a frozen one thawed), nothing under-replicated, ``topics`` led by
+    their preferred replicas."""
     for node in cluster.nodes:
         if not node.running():
             cluster.start(node.node_id)
+        elif node.pid is not None and all_threads_stopped(node.pid):
+            cluster.resume(node.node_id)
     bootstrap = cluster.bootstrap()
     wait_until(lambda: not under_replicated(bootstrap), HEAL_BOUND_S, "every ISR complete")
-    for topic in topics:
-        elect_preferred(bootstrap, topic, PARTITIONS)
 
     def preferred() -> bool:
         return all(
@@ -154,7 +157,10 @@ def heal(cluster: KafkaCluster, topics: Sequence[str]) -> None:
             for state in leaders(bootstrap, topic).values()
         )
 
-    wait_until(preferred, HEAL_BOUND_S, "preferred leaders")
+    if not preferred():
+        for topic in topics:
+            elect_preferred(bootstrap, topic, PARTITIONS)
+        wait_until(preferred, HEAL_BOUND_S, "preferred leaders")
 
 
 def _streams(route: Route) -> list[Sequence[Ack | Read]]:
