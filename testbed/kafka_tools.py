@@ -97,6 +97,8 @@ class KafkaTool:
     directory: Path
     version: str = KAFKA_VERSION
     events: list[ToolEvent] = field(default_factory=list)
+    #: Whether the last ``stop`` found the process already gone (it ended by itself).
+    ended_by_itself: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _reader: threading.Thread | None = field(default=None, repr=False)
 
@@ -142,7 +144,8 @@ class KafkaTool:
         The events printed up to the exit are all in ``events`` when this returns."""
         process = self.process
         assert process is not None, f"{self.name} was never started"
-        if process.poll() is None:
+        self.ended_by_itself = process.poll() is not None
+        if not self.ended_by_itself:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signum)
             try:
@@ -195,7 +198,7 @@ class KafkaTool:
             line = raw.strip()
             if not line.startswith(b"{"):
                 continue
-            with contextlib.suppress(json.JSONDecodeError):
+            with contextlib.suppress(ValueError):  # not JSON, or not UTF-8: not an event
                 self.events.append(ToolEvent(time.time(), json.loads(line)))
 
 
@@ -206,11 +209,15 @@ def running_tool(tool: KafkaTool) -> Iterator[KafkaTool]:
     try:
         yield tool
     finally:
-        if tool.process is not None and tool.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(tool.process.pid, signal.SIGCONT)  # a paused JVM cannot die
-            tool.process.kill()
-        tool.stop()
+        process = tool.process
+        if process is not None:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGCONT)  # a paused JVM cannot die
+                process.kill()
+            process.wait(timeout=30)
+        if tool._reader is not None:
+            tool._reader.join(timeout=30)
 
 
 def _properties_file(directory: Path, name: str, properties: Mapping[str, object]) -> Path:

@@ -53,6 +53,10 @@ def judge_run(
     windows = [FaultWindow(c.name, c.fault_s, c.until_s, c.hit) for c in cells]
     matrix = build_matrix(routes, windows, logs, caught_up)
     found = [*problems, *matrix.problems]
+    for route in routes:
+        for tool in route.tools():
+            if tool.ended_by_itself:
+                found.append(f"{tool.name} ended before it was stopped (log {tool.log_path})")
     totals = matrix.totals()
     slower = matrix.over_ratio()
     verdict = (

@@ -13,7 +13,7 @@ import statistics
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.broker_faults import ProxyHttp
@@ -47,18 +47,16 @@ def _figures(scraped: dict[str, float]) -> dict[str, float]:
     return found
 
 
-@dataclass
 class Sampler(threading.Thread):
-    """Scrape ``http`` every ``interval_s`` until ``stop`` is set."""
+    """Scrape ``http`` every ``interval_s`` into ``samples`` until ``stop`` is set; a scrape
+    that is not answered is counted in ``misses``."""
 
-    http: ProxyHttp
-    interval_s: float = 5.0
-    samples: list[Sample] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-    misses: int = 0
-
-    def __post_init__(self) -> None:
-        threading.Thread.__init__(self, name="proxy-sampler", daemon=True)
+    def __init__(self, http: ProxyHttp, interval_s: float = 5.0) -> None:
+        super().__init__(name="proxy-sampler", daemon=True)
+        self.http, self.interval_s = http, interval_s
+        self.samples: list[Sample] = []
+        self.stop = threading.Event()
+        self.misses = 0
 
     def run(self) -> None:
         while not self.stop.wait(self.interval_s):
