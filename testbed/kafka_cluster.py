@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -51,7 +50,7 @@ from typing import Any
 
 from testbed.certs import CertFiles, Pki, make_pki
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka
-from testbed.processes import free_port
+from testbed.processes import die_with_parent, free_port
 
 __all__ = [
     "CLIENT_LISTENERS",
@@ -72,12 +71,6 @@ _HOST = "127.0.0.1"
 _STARTED = "Kafka Server started"
 _JVM = ["-Xms128m", "-Xmx768m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20"]
 _START_TIMEOUT_S = float(os.environ.get("KAFKA_START_TIMEOUT_S", "120"))
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: the JVM is killed if the test process dies (even -9)."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 @dataclass
@@ -201,7 +194,7 @@ class KafkaCluster:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         log.close()
         node.directory.joinpath(".log-offset").write_text(str(offset))

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka_tools
+from testbed.processes import die_with_parent
 
 __all__ = [
     "KafkaTool",
@@ -129,7 +130,11 @@ class KafkaTool:
         ]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,  # no JVM outlives a killed test
             )
         self._reader = threading.Thread(
             target=self._read, args=(self.process,), name=f"{self.name}-stdout", daemon=True

@@ -7,8 +7,10 @@ owned by a context manager, so it is killed even when the test fails or is inter
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import random
+import signal
 import socket
 import subprocess
 import tempfile
@@ -20,6 +22,7 @@ from proxy.broker.embedded_broker import free_port, tansu_command
 
 __all__ = [
     "Broker",
+    "die_with_parent",
     "free_port",
     "free_port_run",
     "running_process",
@@ -27,6 +30,13 @@ __all__ = [
     "stop_gracefully",
     "wait_for_port",
 ]
+
+
+def die_with_parent() -> None:
+    """A ``preexec_fn``: runs in the child before exec, so the child is killed (SIGKILL) when
+    the process that started it dies, even by kill -9 (Linux's PR_SET_PDEATHSIG)."""
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes]) -> None:

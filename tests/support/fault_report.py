@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tests.support.fault_cells import PARTITIONS, Cell
 from tests.support.fault_matrix import FaultWindow, Matrix, build_matrix
 from tests.support.load_scenario import Report
-from tests.support.verifiable_judge import read_log
+from tests.support.verifiable_judge import read_log, send_errors_of
 from tests.support.verifiable_routes import Route
 
 __all__ = ["FaultRun", "judge_run"]
@@ -32,6 +32,25 @@ class FaultRun:
     soak: bool = False
     #: Settings the run took from the environment, as VAR=value words (in its command).
     env: str = ""
+
+
+def _client_rows(routes: Sequence[Route], matrix: Matrix) -> list[tuple[str, str]]:
+    """What Kafka's judgement leaves aside, shown all the same: records the producer was told
+    failed (never acknowledged, so never owed), and records a consumer got again after a
+    commit that did not happen (at-least-once)."""
+    found = []
+    for route in routes:
+        errors = send_errors_of(route.producer)
+        found.append((f"{route.name}: producer send errors (not acknowledged)",
+                      f"{len(errors):,}" + (f", e.g. {errors[0]}" if errors else "")))  # fmt: skip
+        again = {
+            protocol: sum(r.redelivered for r in matrix.rows
+                          if r.route == route.name and r.protocol == protocol)
+            for protocol in route.consumers
+        }  # fmt: skip
+        found.append((f"{route.name}: records consumed again (" + " / ".join(again) + ")",
+                      " / ".join(f"{n:,}" for n in again.values())))  # fmt: skip
+    return found
 
 
 def judge_run(
@@ -67,6 +86,7 @@ def judge_run(
     if any(route.name == "direct" for route in routes):
         verdict += f"; time to resume over 1.5 x direct's: {', '.join(slower) or 'none'}"
     body = [run.description, "", *matrix.markdown()]
+    rows = [*_client_rows(routes, matrix), *rows]
     if rows:
         body += ["", "| figure | value |", "| --- | --- |", *(f"| {n} | {v} |" for n, v in rows)]
     notes = [f"- {c.name} #{c.repetition + 1}: {n}" for c in cells for n in c.notes]
