@@ -123,7 +123,9 @@ def resumed_after(
     if not after:
         return None
     points = [before[-1] if before else fault_s, *after]
-    _, end = max((b - a, b) for a, b in itertools.pairwise(points))
+    # Gaps equal to the millisecond are one length, and the earliest of them counts: with no
+    # pause at all (steady gaps) the clients resumed at once, not at the last steady gap.
+    _, _, end = max((round(b - a, 3), -b, b) for a, b in itertools.pairwise(points))
     return end - fault_s
 
 
