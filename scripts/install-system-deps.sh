@@ -8,6 +8,8 @@
 #                              running proxy and evaluates the Grafana dashboard's queries and
 #                              deploy/prometheus/alerts.yml (its own server on a free loopback
 #                              port; the packaged service is not used and is stopped here)
+#   iproute2                   ss: tests/reliability/kafka_system/test_proxy_faults.py resets the
+#                              proxy's connections to the brokers with `ss -K` (as root)
 #
 # Go is not a Debian package here: the Go clients (franz-go, sarama, kafka-go) are built from
 # the Go module proxy at test time (tests/compat/go, tests/compat/_go.py) and need the Go of
@@ -27,6 +29,7 @@ declare -A PACKAGE_FOR=(
   [mvn]=maven
   [prometheus]=prometheus
   [promtool]=prometheus
+  [ss]=iproute2
 )
 # The Go the modules in tests/compat/go need (their go.mod's go line).
 GO_NEEDED=1.26
@@ -53,7 +56,7 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   check_go
-  echo "install-system-deps: kcat, java, javac, mvn, prometheus and go $GO_NEEDED+ already installed"
+  echo "install-system-deps: kcat, java, javac, mvn, prometheus, ss and go $GO_NEEDED+ already installed"
   exit 0
 fi
 

@@ -7,11 +7,15 @@ into ``<cache>/kafka-<version>/libs``; the broker is then ``java -cp 'libs/*' ka
 A finished install is marked by a stamp file, so a second call costs nothing and an
 interrupted one is redone.
 
+``ensure_kafka_tools`` resolves Kafka's verifiable clients (the kafka-tools jar, over
+testbed/kafka/tools-pom.xml) the same way into ``<cache>/kafka-tools-<version>/libs``: the
+clients Kafka's system tests judge brokers with, which the fault tests run (testbed/kafka_tools.py).
 ``resolve_classpath`` does the same for any such POM (bench.peers resolves Kroxylicious so).
 
-``python -m testbed.kafka_install`` installs every pinned line (``make test`` and ``make kafka``
-run it); ``--version V`` one of them (``make run-kafka`` resolves only the one it runs);
-``--print-libs`` prints the classpath folder; ``--print-clients-jar`` prints the kafka-clients
+``python -m testbed.kafka_install`` installs every pinned line and the newest line's tools
+(``make test`` and ``make kafka`` run it); ``--version V`` one line, without the tools
+(``make run-kafka`` resolves only the one it runs); ``--print-libs`` prints the classpath
+folder; ``--print-clients-jar`` prints the kafka-clients
 jar of the newest line (or of ``--version``), whose message schemas wire's generated tables
 follow (``python -m wire._generate --jar``).
 """
@@ -19,6 +23,7 @@ follow (``python -m wire._generate --jar``).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import subprocess
@@ -33,6 +38,7 @@ __all__ = [
     "KAFKA_VERSION",
     "cache_root",
     "ensure_kafka",
+    "ensure_kafka_tools",
     "is_installed",
     "kafka_clients_jar",
     "main",
@@ -45,6 +51,7 @@ KAFKA_LINES = ("4.4.0", "3.9.2")
 KAFKA_VERSION = os.environ.get("KAFKA_VERSION", KAFKA_LINES[0])
 
 _POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+_TOOLS_POM = _POM.with_name("tools-pom.xml")
 _STAMP = ".installed"
 
 
@@ -73,6 +80,22 @@ def ensure_kafka(version: str = KAFKA_VERSION) -> Path:
     """
     return resolve_classpath(
         _POM, _install_dir(version), {"kafka.version": version}, f"kafka_2.13-{version}.jar"
+    )
+
+
+def _tools_dir(version: str) -> Path:
+    return cache_root() / f"kafka-tools-{version}"
+
+
+def ensure_kafka_tools(version: str = KAFKA_VERSION) -> Path:
+    """The folder of Kafka ``version``'s verifiable clients and their runtime jars (a
+    classpath of its own: the broker's lacks kafka-tools), resolving them first if needed.
+
+    Raises:
+        RuntimeError: Maven failed (its output is in the message).
+    """
+    return resolve_classpath(
+        _TOOLS_POM, _tools_dir(version), {"kafka.version": version}, f"kafka-tools-{version}.jar"
     )
 
 
@@ -141,11 +164,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kafka-install: {exc}", file=sys.stderr)
             return 1
         return 0
-    for version in [args.version] if args.version else KAFKA_LINES:
-        fresh = not is_installed(version)
+    wanted = [
+        (f"Apache Kafka {version}", _install_dir(version), functools.partial(ensure_kafka, version))
+        for version in ([args.version] if args.version else KAFKA_LINES)
+    ]
+    if not args.version:  # the fault tests run Kafka's verifiable clients of the newest line
+        tools = functools.partial(ensure_kafka_tools, KAFKA_LINES[0])
+        wanted.append((f"Kafka's tools {KAFKA_LINES[0]}", _tools_dir(KAFKA_LINES[0]), tools))
+    for what, home, ensure in wanted:
+        fresh = not (home / _STAMP).exists()
         started = time.monotonic()
         try:
-            libs = ensure_kafka(version)
+            libs = ensure()
         except RuntimeError as exc:
             print(f"kafka-install: {exc}", file=sys.stderr)
             return 1
@@ -153,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
             print(libs)
         elif fresh:
             took = time.monotonic() - started
-            print(f"kafka-install: Apache Kafka {version} resolved into {libs} in {took:.0f} s")
+            print(f"kafka-install: {what} resolved into {libs} in {took:.0f} s")
         else:
-            print(f"kafka-install: Apache Kafka {version} already in {libs}")
+            print(f"kafka-install: {what} already in {libs}")
     return 0
 
 

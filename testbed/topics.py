@@ -31,24 +31,30 @@ def create_topic(
     configs: Mapping[str, str] | None = None,
     name: str | None = None,
     replicas: Sequence[int] | None = None,
+    assignment: Mapping[int, Sequence[int]] | None = None,
     **admin_options: Any,
 ) -> str:
     """Create ``name`` (default ``<prefix>-<random>``) through ``bootstrap``; return its name.
 
     ``replication_factor`` -1 takes the cluster's default (3 on the three-node test cluster,
     1 on one node). ``replicas``: one partition on these nodes instead, the first its
-    preferred leader. ``admin_options`` go to kafka-python's KafkaAdminClient (TLS, SASL).
+    preferred leader; ``assignment``: partition -> its nodes, for several partitions (two
+    topics with one assignment have the same leaders). ``admin_options`` go to kafka-python's
+    KafkaAdminClient (TLS, SASL).
     """
     topic = name or f"{prefix}-{uuid.uuid4().hex[:8]}"
     admin = KafkaAdminClient(
         bootstrap_servers=bootstrap, request_timeout_ms=30_000, **admin_options
     )
     topic_configs = dict(configs or {})
-    if replicas is None:
+    if replicas is not None:
+        assignment = {0: replicas}
+    if assignment is None:
         new = NewTopic(topic, partitions, replication_factor, topic_configs=topic_configs)
     else:
-        new = NewTopic(topic, replica_assignments={0: list(replicas)}, topic_configs=topic_configs)
-        partitions = 1
+        replica_assignments = {p: list(nodes) for p, nodes in assignment.items()}
+        new = NewTopic(topic, replica_assignments=replica_assignments, topic_configs=topic_configs)
+        partitions = len(replica_assignments)
     try:
         admin.create_topics([new])
         wait_for_leaders(admin, topic, partitions)

@@ -37,17 +37,21 @@ def publish_section(section: str, markdown: str, path: Path = RELIABILITY_MD) ->
 @dataclass(frozen=True)
 class Report:
     """Where a scenario reports: its section of docs/reliability.md, that section's heading,
-    and the test file whose command reproduces the run."""
+    and the test file whose command reproduces the run (``env``: the settings it ran with, as
+    VAR=value words put before the command)."""
 
     section: str
     title: str
     test_file: str
+    env: str = ""
 
     def write(self, body: Sequence[str], verdict: str, soak: bool) -> None:
         """Print ``verdict`` and the section around ``body`` (the scenario's description and
         table, in Markdown lines); see ``publish_section`` for when it is written."""
         print(verdict)
         command = f".venv/bin/python -m pytest -q {self.test_file}" + (" -m soak" if soak else "")
+        if self.env:
+            command = f"{self.env} {command}"
         markdown = "\n".join(
             [f"## {self.title}", "", machine_line(), "", *body, "", f"Verdict: `{verdict}`", "",
              f"Command: `{command}`"]
