@@ -40,6 +40,7 @@ from proxy.routing.directory import BrokerDirectory
 from proxy.routing.table import Routing
 from proxy.routing.topic_names import TopicNames
 from proxy.security.secure_upstream import UpstreamSecurity
+from proxy.security.server_names import ServerNames
 from proxy.security.tls import ServerTls
 from proxy.upstream.dialer import Dialer, UpstreamDialer
 from wire.codec import precompile
@@ -150,11 +151,16 @@ def assemble(
         config.connections.frame_timeout_ms / 1000,
         _admission(config),
         descriptors,
+        config.proxy.sni.advertised_port,
     )
     routing = Routing(config.proxy.broker_ports, config.proxy.first_broker_port)
     topic_names = TopicNames()
     directory = BrokerDirectory(
-        routing, client_listeners, config.proxy.advertised_host or listen_host, topic_names
+        routing,
+        client_listeners,
+        config.proxy.advertised_host or listen_host,
+        topic_names,
+        server_tls.names if server_tls is not None else None,
     )
     held = None
     if config.fetch.hold:
@@ -185,9 +191,14 @@ def _server_tls(config: Config) -> ServerTls | None:
     if not config.proxy.tls.enabled:
         return None
     try:
-        return ServerTls(config.proxy.tls)
+        return ServerTls(config.proxy.tls, names=_server_names(config))
     except (OSError, ssl.SSLError) as error:
         raise StartupError(f"[proxy.tls]: cannot load certificates: {error}") from None
+
+
+def _server_names(config: Config) -> ServerNames | None:
+    sni = config.proxy.sni
+    return ServerNames(sni.bootstrap_host, sni.broker_host) if sni.enabled else None
 
 
 def _admission(config: Config) -> ConnectionAdmission:

@@ -19,6 +19,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _NOW = datetime.datetime.now(datetime.UTC)
 
+#: SNI mode's names in the tests: under .test, a name no resolver outside the test knows
+#: (RFC 2606), covered by the wildcard certificate.
+SNI_DOMAIN = "kafka.test"
+SNI_BOOTSTRAP = f"bootstrap.{SNI_DOMAIN}"
+SNI_BROKERS = f"broker-{{node_id}}.{SNI_DOMAIN}"
+
 
 @dataclass(frozen=True)
 class CertFiles:
@@ -42,6 +48,7 @@ class Pki:
     untrusted_client: CertFiles  # client auth, signed by other_ca
     second_client: CertFiles  # client auth, signed by ca (a client to revoke beside client)
     ca_key: Path  # ca's private key, for revocation lists (write_crl)
+    wildcard: CertFiles  # *.kafka.test (SNI mode's names, SNI_BOOTSTRAP and SNI_BROKERS), by ca
 
     def server_context(self, *, require_client_cert: bool = False) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -162,6 +169,7 @@ def make_pki(directory: Path) -> Pki:
         untrusted_client=_leaf(directory, "untrusted-client", other, hosts=[], client=True),
         second_client=_leaf(directory, "second-client", ca, hosts=[], client=True),
         ca_key=directory / "test-ca.key",
+        wildcard=_leaf(directory, "wildcard", ca, hosts=[f"*.{SNI_DOMAIN}"]),
     )
 
 

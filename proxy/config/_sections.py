@@ -31,6 +31,7 @@ from proxy.security.security_config import (
     UpstreamSaslSection,
     UpstreamTlsSection,
 )
+from proxy.security.server_names import NODE_ID
 
 __all__ = [
     "ConnectionsSection",
@@ -40,12 +41,39 @@ __all__ = [
     "MetricsSection",
     "ProxySection",
     "PurgatorySection",
+    "SniSection",
     "UpstreamSection",
 ]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SniSection(_Section):
+    """SNI mode: one TLS port for the whole cluster, a host name per broker."""
+
+    bootstrap_host: str = ""
+    """The name clients bootstrap with; empty = SNI mode off (a port per broker)."""
+    broker_host: str = ""
+    """The brokers' names, with ``{node_id}`` where the node id goes."""
+    advertised_port: int = Field(default=0, ge=0, le=65535)
+    """The port clients are told for every broker; 0 = the listen port."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bootstrap_host)
+
+    @model_validator(mode="after")
+    def _complete(self) -> SniSection:
+        if bool(self.bootstrap_host) != bool(self.broker_host):
+            raise ValueError("bootstrap_host and broker_host are set together or not at all")
+        if self.broker_host and self.broker_host.count(NODE_ID) != 1:
+            raise ValueError(
+                f"broker_host needs {NODE_ID} exactly once, where the node id goes "
+                f"(e.g. broker-{NODE_ID}.kafka.example.com): {self.broker_host!r}"
+            )
+        return self
 
 
 class ProxySection(_Section):
@@ -62,6 +90,23 @@ class ProxySection(_Section):
     client_auth: ClientAuth = "none"
     """How clients authenticate; "none" = the proxy's own identity upstream (docs/security.md)."""
     tls: ClientTlsSection = Field(default_factory=ClientTlsSection)
+    sni: SniSection = Field(default_factory=SniSection)
+
+    @model_validator(mode="after")
+    def _one_port_needs_tls_and_no_broker_ports(self) -> ProxySection:
+        if not self.sni.enabled:
+            return self
+        if not self.tls.enabled:
+            raise ValueError(
+                "proxy.sni routes by the server name of the TLS hello: it needs [proxy.tls] "
+                "cert_file and key_file"
+            )
+        if self.first_broker_port or self.broker_ports:
+            raise ValueError(
+                "proxy.sni serves every broker on the listen port: leave first_broker_port "
+                "and [proxy.broker_ports] unset"
+            )
+        return self
 
     @model_validator(mode="after")
     def _advertised_host_dialable(self) -> ProxySection:

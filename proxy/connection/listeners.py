@@ -2,7 +2,9 @@
 # and one per broker listener as `open_broker` binds them, synchronously, from inside response
 # rewriting). Each accepted connection is admitted (admission.py, then a descriptor), does its
 # bounded TLS handshake in its own task, and runs in the handlers nursery, which outlives the
-# accept loops so in-flight requests drain on shutdown.
+# accept loops so in-flight requests drain on shutdown. In SNI mode the bootstrap listener is
+# the only one: the server name of each connection's TLS hello says which broker it is for
+# (proxy/security/sni.py), and `open_broker` binds nothing.
 """The client listeners: bootstrap and per-broker ports, accept loops, TLS handshakes."""
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Listeners:
         admission: the connection limits.
         descriptors: what client connections' sockets take a descriptor from (None: not
             counted, in-memory listeners).
+        advertised_port: SNI mode's port told to clients for every broker (0: the bound one).
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class Listeners:
         handshake_timeout_s: float,
         admission: ConnectionAdmission,
         descriptors: DescriptorBudget | None = None,
+        advertised_port: int = 0,
     ) -> None:
         self.listen_host = listen_host
         self._factory = factory
@@ -104,16 +108,28 @@ class Listeners:
         self._descriptors = descriptors
         self._refusals_logged_s: dict[str, float] = {}
         self._refusals_unlogged: dict[str, int] = {}
+        self._advertised_port = advertised_port
+        #: SNI mode: the port every broker is told at, once the listener is bound.
+        self._told_port = 0
 
     def __repr__(self) -> str:
         return f"<Listeners on {self.listen_host}>"
 
+    @property
+    def one_port(self) -> bool:
+        """SNI mode: the bootstrap port serves every broker, told apart by the TLS hello."""
+        return self._server_tls is not None and self._server_tls.names is not None
+
     def open_broker(self, node_id: int, wanted_port: int) -> int:
         """Bind broker ``node_id``'s listener now and return its port; ``run`` accepts on it.
+        In SNI mode nothing is bound: the port clients are told for every broker.
 
         Raises:
             StartupError: the port cannot be bound.
         """
+        if self.one_port:
+            assert self._told_port, "a broker is advertised only once the listener is bound"
+            return self._told_port
         listener, port = self._factory.bind(self.listen_host, wanted_port)
         log.info(
             "broker %d is served at %s:%d", node_id, self.listen_host, port,
@@ -135,6 +151,7 @@ class Listeners:
         """Bind the bootstrap listener (its address is what ``task_status`` reports), then
         accept on it and on every broker listener as they are opened, until cancelled."""
         listener, port = self._factory.bind(self.listen_host, bootstrap_port)
+        self._told_port = self._advertised_port or port
         async with trio.open_nursery() as accepting:
             accepting.start_soon(self._accept_loop, listener, None, services, handlers)
             task_status.started(Address(self.listen_host, port))
@@ -225,13 +242,15 @@ class Listeners:
 
         Error handling: a failed or stalled handshake closes this connection with one log line.
         """
-        assert self._server_tls is not None
+        tls = self._server_tls
+        assert tls is not None
+        socket_stream = cast(trio.SocketStream, stream)
         try:
-            secured = await self._server_tls.accept(
-                cast(trio.SocketStream, stream),
-                self._handshake_timeout_s,
-                listener="bootstrap" if node_id is None else f"broker {node_id}",
-            )
+            if self.one_port:  # the hello's server name says which broker (or bootstrap)
+                secured, node_id = await tls.accept_named(socket_stream, self._handshake_timeout_s)
+            else:
+                listener = "bootstrap" if node_id is None else f"broker {node_id}"
+                secured = await tls.accept(socket_stream, self._handshake_timeout_s, listener)
         except TlsHandshakeFailed as error:
             peer = peer_name(stream)
             with trio.CancelScope(shield=True):

@@ -1,4 +1,5 @@
-# Strategy: one listener per broker: a port stands for a node; answers are rewritten to say so.
+# Strategy: a port (or, in SNI mode, a host name) stands for a node; answers are rewritten to say
+# so.
 """Routing: what clients are told about brokers, topics and versions, and where to send.
 
 table.py        Routing: node id <-> proxy port, node id -> upstream address

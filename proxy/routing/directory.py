@@ -1,11 +1,11 @@
 # Strategy: the addresses clients are told. Every broker a response names (Metadata,
-# FindCoordinator, DescribeCluster, KIP-951 node_endpoints) goes through `advertise`, which
-# records where the broker is upstream and returns advertised_host and the proxy port that
-# stands for it. A broker seen for the first time gets its port here, synchronously, from the
-# listener service (`Listeners.open_broker` binds the socket before returning, so the port
-# accepts by the time a client reads it; its accept loop is started by the listener service's
-# own task, never from inside a rewrite). Topic ids learnt from Metadata live here too: they
-# are the other thing the rewriter teaches the proxy.
+# FindCoordinator, DescribeCluster, KIP-951 node_endpoints) goes through `advertise`, which records
+# where the broker is upstream and returns advertised_host and the proxy port that stands for it (in
+# SNI mode: the broker's own host name, on the one port). A broker seen for the first time gets its
+# port here, synchronously, from the listener service (`Listeners.open_broker` binds the socket
+# before returning, so the port accepts by the time a client reads it; its accept loop is started by
+# the listener service's own task, never from inside a rewrite). Topic ids learnt from Metadata live
+# here too: they are the other thing the rewriter teaches the proxy.
 """The broker directory: node id -> the address clients see, and topic id -> name."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from proxy.address import Address
 from proxy.errors import BrokerPortUnavailable, StartupError
 from proxy.routing.table import Routing
 from proxy.routing.topic_names import TopicNames
+from proxy.security.server_names import ServerNames
 
 __all__ = ["BrokerDirectory", "BrokerPorts"]
 
@@ -40,17 +41,25 @@ class BrokerDirectory:
         ports: binds a listener for a broker seen for the first time.
         advertised_host: the host clients are told.
         topic_names: topic id -> name, learnt from Metadata responses.
+        names: SNI mode: each broker is told by its own host name (on one port), not
+            advertised_host.
     """
 
-    __slots__ = ("_ports", "advertised_host", "routing", "topic_names")
+    __slots__ = ("_ports", "advertised_host", "names", "routing", "topic_names")
 
     def __init__(
-        self, routing: Routing, ports: BrokerPorts, advertised_host: str, topic_names: TopicNames
+        self,
+        routing: Routing,
+        ports: BrokerPorts,
+        advertised_host: str,
+        topic_names: TopicNames,
+        names: ServerNames | None = None,
     ) -> None:
         self.routing = routing
         self._ports = ports
         self.advertised_host = advertised_host
         self.topic_names = topic_names
+        self.names = names
 
     def __repr__(self) -> str:
         return f"<BrokerDirectory {self.advertised_host} {self.routing!r}>"
@@ -63,7 +72,8 @@ class BrokerDirectory:
         if port is None:
             port = self._open(node_id)
             routing.assign_port(node_id, port)
-        return Address(self.advertised_host, port)
+        host = self.advertised_host if self.names is None else self.names.of_broker(node_id)
+        return Address(host, port)
 
     def _open(self, node_id: int) -> int:
         """Bind ``node_id``'s listener on the port routing wants for it.

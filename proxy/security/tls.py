@@ -21,6 +21,8 @@ from collections.abc import Callable
 import trio
 
 from proxy.security.security_config import ClientTlsSection, UpstreamTlsSection
+from proxy.security.server_names import ServerNames
+from proxy.security.sni import expect_hello, route_server_name
 
 __all__ = [
     "ServerTls",
@@ -61,6 +63,9 @@ _CLIENT_CERTIFICATE = frozenset(
     }
 )
 
+#: ssl reasons of a hello whose server name SNI mode refused (proxy/security/sni.py).
+_SERVER_NAME = frozenset({"CALLBACK_FAILED", "TLSV1_ALERT_UNRECOGNIZED_NAME"})
+
 
 def reason_class(error: BaseException | None) -> str:
     """A small fixed set of label values for a failed listener handshake (for the metric).
@@ -78,6 +83,8 @@ def reason_class(error: BaseException | None) -> str:
             return "not_tls"
         if cause.reason in _CLIENT_CERTIFICATE:
             return "client_certificate"
+        if cause.reason in _SERVER_NAME:
+            return "server_name"
         if isinstance(cause, ssl.SSLEOFError):
             return "closed"
         return "other"
@@ -189,9 +196,14 @@ class ServerTls(_ReloadableContext):
     files = "TLS certificates"
 
     def __init__(
-        self, tls: ClientTlsSection, on_failure: Callable[[str, str], None] | None = None
+        self,
+        tls: ClientTlsSection,
+        on_failure: Callable[[str, str], None] | None = None,
+        names: ServerNames | None = None,
     ) -> None:
         self._tls = tls
+        #: SNI mode's names (proxy/security/sni.py): a hello must name one of them.
+        self.names = names
         super().__init__()
         #: Called with (listener, reason class) for every failed handshake, e.g.
         #: ``lambda listener, reason: metrics.tls_handshake_failures.labels(listener,
@@ -203,18 +215,42 @@ class ServerTls(_ReloadableContext):
         return f"<ServerTls {mode} {self._tls.cert_file}, reloaded {self.reloads}x>"
 
     def _build(self) -> ssl.SSLContext:
-        return _server_context(self._tls)
+        context = _server_context(self._tls)
+        if self.names is not None:
+            context.sni_callback = route_server_name
+        return context
 
     def _origin(self) -> str:
         crl = f" and CRL {self._tls.crl_file}" if self._tls.crl_file else ""
         return f"{self._tls.cert_file}{crl}"
+
+    async def accept_named(
+        self, stream: trio.SocketStream, timeout_s: float
+    ) -> tuple[trio.SSLStream[trio.SocketStream], int | None]:
+        """SNI mode's ``accept``: also the broker the hello's server name stands for (None:
+        the bootstrap name).
+
+        Raises:
+            TlsHandshakeFailed: as ``accept``, and when the hello named no host of ``names``.
+        """
+        assert self.names is not None, "accept_named is SNI mode's"
+        with expect_hello(self.names) as hello:
+            try:
+                secured = await self.accept(stream, timeout_s, "sni")
+            except TlsHandshakeFailed as error:
+                if hello.refused:
+                    raise TlsHandshakeFailed(f"TLS handshake refused: {hello.refused}") from error
+                raise
+        if not hello.seen:  # OpenSSL asks on every hello; this guards the assumption
+            raise TlsHandshakeFailed("TLS handshake refused: the hello's server name was not read")
+        return secured, hello.node_id
 
     async def accept(
         self, stream: trio.SocketStream, timeout_s: float, listener: str = "client"
     ) -> trio.SSLStream[trio.SocketStream]:
         """Wrap an accepted connection and finish the handshake within ``timeout_s``.
 
-        ``listener`` names the port for ``on_failure`` ("bootstrap", "broker 1", ...).
+        ``listener`` names the port for ``on_failure`` ("bootstrap", "broker 1", "sni").
 
         Raises:
             TlsHandshakeFailed: the client is not speaking TLS, presented no or a bad

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tests.compat import _tls
+from tests.compat._hosts import with_hosts
 from tests.compat._model import KEY_COUNT, ClientFailed, ClientReport, Consumed, Delivered, Job
 
 __all__ = [
@@ -108,7 +109,7 @@ def run_example(
     """
     try:
         proc = subprocess.run(
-            list(command),
+            with_hosts(job.hosts_file, command),
             env=env if env is not None else example_env(job),
             capture_output=True,
             text=True,

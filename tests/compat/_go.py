@@ -28,6 +28,7 @@ from pathlib import Path
 
 from testbed.kafka_install import cache_root
 from tests.compat import _tls
+from tests.compat._hosts import with_hosts
 from tests.compat._model import ClientFailed, ClientReport, Consumed, Delivered, Job
 
 __all__ = [
@@ -158,7 +159,7 @@ def run(job: Job, client: str) -> ClientReport:
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            command(client, "roundtrip", *flags),
+            with_hosts(job.hosts_file, command(client, "roundtrip", *flags)),
             input=lines,
             env={**os.environ, **_tls.go_environment(job.sasl)},
             capture_output=True,

@@ -53,7 +53,10 @@ def run(job: Job, librdkafka: Librdkafka = "wheel") -> ClientReport:
     kcat, env, settings = kcat_environment(client, librdkafka)
     # kcat has no admin API and kcat.sh leaves creation to the broker's auto-create, which
     # would not give the job's partition count.
-    create_topic(client, job.bootstrap, job.topic, job.partitions, job.tls, job.sasl)
+    if job.admin_bootstrap:  # a name only kcat's own process resolves: create it direct
+        create_topic(client, job.admin_bootstrap, job.topic, job.partitions)
+    else:
+        create_topic(client, job.bootstrap, job.topic, job.partitions, job.tls, job.sasl)
     env |= {
         "KCAT": kcat,
         "TOPIC": job.topic,

@@ -52,6 +52,8 @@ def run_roundtrip(
     group: str | None = None,
     tls: ClientTls | None = None,
     sasl: ClientSasl | None = None,
+    hosts_file: str | None = None,
+    admin_bootstrap: str = "",
 ) -> Result:
     """Run ``client``'s full round trip against ``bootstrap`` (a broker or a proxy).
 
@@ -64,6 +66,7 @@ def run_roundtrip(
         group: consumer group; defaults to ``"<topic>-group"``.
         tls: the client's TLS to ``bootstrap``; None = plaintext.
         sasl: the client's SASL login to ``bootstrap``; None = none.
+        hosts_file, admin_bootstrap: see Job (SNI mode's names, resolved for the client only).
 
     Raises:
         ClientFailed: the client could not complete a stage.
@@ -80,6 +83,8 @@ def run_roundtrip(
         tls=tls,
         sasl=sasl,
         run_id=run_id,
+        hosts_file=hosts_file,
+        admin_bootstrap=admin_bootstrap,
     )
     started = time.monotonic()
     report = driver(job)
@@ -95,18 +100,24 @@ def roundtrip_and_check(
     tls: ClientTls | None = None,
     sasl: ClientSasl | None = None,
     direct_sasl: ClientSasl | None = None,
+    hosts_file: str | None = None,
+    topic: str = "",
 ) -> tuple[Result, list[str]]:
     """Round trip on ``bootstrap`` against a fresh topic, checked on ``direct_bootstrap``.
 
     ``direct_bootstrap`` is the broker itself even when ``bootstrap`` is a proxy: the
     client's view is compared with what is really stored. ``direct_sasl``: the trusted
-    reader's login there (SASL_PLAINTEXT), on a cluster with an authorizer.
+    reader's login there (SASL_PLAINTEXT), on a cluster with an authorizer. ``hosts_file``:
+    the client resolves ``bootstrap`` through it (Job). ``topic``: a name of the caller's
+    (default: a fresh one); the client creates it unless it exists.
 
     Raises:
         ClientFailed: the client could not complete a stage.
     """
-    topic = f"compat-{client}-{uuid.uuid4().hex[:12]}"
-    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls, sasl=sasl)
+    topic = topic or f"compat-{client}-{uuid.uuid4().hex[:12]}"
+    admin = direct_bootstrap if hosts_file is not None else ""
+    result = run_roundtrip(client, bootstrap, topic, n=n, partitions=partitions, tls=tls,
+                           sasl=sasl, hosts_file=hosts_file, admin_bootstrap=admin)  # fmt: skip
     options = kafka_python_options(None, direct_sasl)
     observed = observe(direct_bootstrap, topic, result.job.group, **options)
     return result, check_roundtrip(result, observed)

@@ -92,6 +92,12 @@ class Job:
     sasl: ClientSasl | None = None
     #: The prefix of every value (``make_records``), which the examples take as --run-id.
     run_id: str = "compat"
+    #: A hosts file the client's process sees as /etc/hosts (tests/compat/_hosts.py): SNI
+    #: mode's names resolve for the client only. None: the machine's.
+    hosts_file: str | None = None
+    #: Where a driver without an admin API creates its topic when ``bootstrap`` is a name
+    #: only the client resolves (the cluster itself, plaintext). Empty: ``bootstrap``.
+    admin_bootstrap: str = ""
 
 
 @dataclass(frozen=True)

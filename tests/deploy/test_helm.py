@@ -189,7 +189,8 @@ def _check_ports_match_config(proxy: dict[str, Any], config: Config) -> None:
         assert "metrics" not in ports
     brokers = {int(n.removeprefix("broker-")): p for n, p in ports.items() if "broker-" in n}
     assert brokers == config.proxy.broker_ports
-    assert config.proxy.broker_ports, "per-broker ports must be explicit"
+    # Per-broker ports are explicit, or SNI mode serves every broker on the one port.
+    assert bool(config.proxy.broker_ports) != config.proxy.sni.enabled
     assert proxy["args"] == ["run", "--config", "/etc/purgatory-proxy/config.toml"]
 
 
@@ -475,8 +476,10 @@ def test_values_reach_the_proxy_config(mode: str, tmp_path: Path) -> None:
     overridden = _flat(OVERRIDES)
     for key in overridden:
         assert _field(config, key) != _field(defaults, key), key
-    # Every key values.yaml carries is exercised with a non-default value above.
-    assert _flat(_merged(None)["config"]).keys() <= overridden.keys()
+    # Every key values.yaml carries is exercised with a non-default value above, but SNI
+    # mode's, which excludes per-broker ports: test_gateway_on_one_port_routes_by_server_name.
+    sni = {k for k in _flat(_merged(None)["config"]) if k[:2] == ("proxy", "sni")}
+    assert _flat(_merged(None)["config"]).keys() - sni <= overridden.keys()
 
 
 def test_yaml_numbers_render_as_toml_integers_and_floats() -> None:
@@ -512,6 +515,30 @@ def test_gateway_mode_advertises_its_service(tmp_path: Path) -> None:
     assert Path(config.upstream.sasl.password_file).parent == credentials
     assert Path(config.upstream.tls.ca_file).parent == credentials
     assert "password" not in tomllib.loads(_toml(objects))["upstream"]["sasl"]
+
+
+def test_gateway_on_one_port_routes_by_server_name(tmp_path: Path) -> None:
+    values = values_file(CHART / "ci" / "gateway-sni-values.yaml")
+    objects = render(values)
+    config = _config(objects, tmp_path)
+    assert config.proxy.sni.enabled and config.proxy.tls.enabled
+    sni = values["config"]["proxy"]["sni"]
+    assert (config.proxy.sni.bootstrap_host, config.proxy.sni.broker_host) == (
+        sni["bootstrap_host"],
+        sni["broker_host"],
+    )
+    assert config.proxy.broker_ports == {}  # the chart's default {1: 9093} is not rendered
+    (service,) = kind(objects, "Service")
+    assert [p["name"] for p in service["spec"]["ports"]] == ["bootstrap", "metrics"]
+    ports = proxy_container(pod_spec(objects))["ports"]
+    assert [p["name"] for p in ports] == ["bootstrap", "metrics"]
+
+
+def test_one_port_without_tls_fails_to_render() -> None:
+    values = values_file(CHART / "ci" / "gateway-sni-values.yaml")
+    del values["config"]["proxy"]["tls"]
+    with pytest.raises(Exception, match=r"config\.proxy\.sni routes by the server name"):
+        render(values)
 
 
 def test_gateway_disruption_budget_and_spread() -> None:

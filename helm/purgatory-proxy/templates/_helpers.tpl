@@ -42,8 +42,11 @@ app.kubernetes.io/component: {{ ternary "gateway" "sidecar-example" (eq .Values.
 {{- if not $upstream.bootstrap }}
 {{- fail "config.upstream.bootstrap is required: the proxy's image has no embedded broker" }}
 {{- end }}
-{{- if not .Values.proxy.brokerPorts }}
-{{- fail "proxy.brokerPorts is required: one port per upstream node id, e.g. {1: 9093}" }}
+{{- if and (not .Values.proxy.brokerPorts) (not (include "purgatory-proxy.sni" .)) }}
+{{- fail "proxy.brokerPorts is required: one port per upstream node id, e.g. {1: 9093} (or SNI mode: config.proxy.sni)" }}
+{{- end }}
+{{- if and (include "purgatory-proxy.sni" .) (not (dig "proxy" "tls" "cert_file" "" (.Values.config | default dict))) }}
+{{- fail "config.proxy.sni routes by the server name of the TLS hello: set config.proxy.tls.cert_file and key_file" }}
 {{- end }}
 {{- $taken := dict (toString (int .Values.proxy.port)) "proxy.port" }}
 {{- if .Values.metrics.enabled }}
@@ -51,7 +54,7 @@ app.kubernetes.io/component: {{ ternary "gateway" "sidecar-example" (eq .Values.
 {{- else if .Values.metrics.serviceMonitor.enabled }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.enabled: there is nothing to scrape" }}
 {{- end }}
-{{- range $node, $port := .Values.proxy.brokerPorts }}
+{{- range $node, $port := ternary (dict) .Values.proxy.brokerPorts (eq (include "purgatory-proxy.sni" .) "true") }}
 {{- $key := toString (int $port) }}
 {{- if hasKey $taken $key }}
 {{- fail (printf "proxy.brokerPorts.%v: port %s is already used by %s" $node $key (get $taken $key)) }}
@@ -202,7 +205,7 @@ may not set under config.
 {{- fail "config.upstream.sasl.password would put a secret into a ConfigMap: mount a Secret and set password_file, or set PURGATORY_PROXY_UPSTREAM__SASL__PASSWORD from a secretKeyRef in extraEnv" }}
 {{- end }}
 {{- $brokerPorts := dict }}
-{{- range $node, $port := .Values.proxy.brokerPorts }}
+{{- range $node, $port := ternary (dict) .Values.proxy.brokerPorts (eq (include "purgatory-proxy.sni" .) "true") }}
 {{- if not (kindIs "invalid" $port) }}
 {{- $_ := set $brokerPorts (toString (int $node)) (int $port) }}
 {{- end }}
@@ -272,7 +275,7 @@ request-log directory are the only writable paths (readOnlyRootFilesystem).
     - name: bootstrap
       containerPort: {{ int .Values.proxy.port }}
       protocol: TCP
-    {{- range $node, $port := .Values.proxy.brokerPorts }}
+    {{- range $node, $port := ternary (dict) .Values.proxy.brokerPorts (eq (include "purgatory-proxy.sni" .) "true") }}
     {{- if not (kindIs "invalid" $port) }}
     - name: {{ printf "broker-%v" $node | quote }}
       containerPort: {{ int $port }}
@@ -329,4 +332,12 @@ request-log directory are the only writable paths (readOnlyRootFilesystem).
 {{- with .Values.extraVolumes }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/*
+SNI mode (config.proxy.sni.bootstrap_host set): one port serves every broker, told apart by the
+TLS hello's server name, so no broker port is listed, bound or exposed. "true" or "".
+*/}}
+{{- define "purgatory-proxy.sni" -}}
+{{- if dig "proxy" "sni" "bootstrap_host" "" (.Values.config | default dict) }}true{{ end }}
 {{- end }}
