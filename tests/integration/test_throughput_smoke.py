@@ -68,7 +68,7 @@ def test_throughput_benchmark_runs_end_to_end(tmp_path: Path) -> None:
     # The printed ratio table: a row per metric, both ratios, a value for every route.
     table = measured.stdout.split("\n\n")[0].splitlines()
     assert table[0] == (
-        "| metric | " + " | ".join(ROUTES) + " | proxy/direct | proxy/tansu-proxy |"
+        "| metric | " + " | ".join(ROUTES) + " | proxy ÷ direct | proxy ÷ tansu-proxy |"
     )
     labels = [line.split(" | ")[0].removeprefix("| ") for line in table[2:]]
     assert labels[:4] == ["produce 100 B MB/s", "produce 1 KiB MB/s",
