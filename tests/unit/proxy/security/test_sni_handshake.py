@@ -5,6 +5,7 @@ certificate is shown (the callback ends the handshake while the hello is read)."
 from __future__ import annotations
 
 import ssl
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -31,30 +32,23 @@ def _server(pki: Pki, failures: list[tuple[str, str]]) -> ServerTls:
     )
 
 
-async def _handshake(
-    pki: Pki, server_name: str | None
-) -> tuple[int | TlsHandshakeFailed | None, BaseException | None]:
-    """What accept_named made of a client's hello naming ``server_name`` (None: no SNI),
-    and how the client's own handshake ended (None: it completed)."""
-    failures: list[tuple[str, str]] = []
-    server = _server(pki, failures)
+async def _exchange(
+    pki: Pki, server_name: str | None, accept: Callable[[trio.SocketStream], Awaitable[object]]
+) -> tuple[object, BaseException | None]:
+    """One connection on loopback: what ``accept`` made of it on the server's side, and how
+    the client's handshake naming ``server_name`` (None: no SNI) ended (None: completed)."""
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
     client_context = ssl.create_default_context(cafile=str(pki.ca))
     if server_name is None:
         client_context.check_hostname = False
-    outcome: list[int | TlsHandshakeFailed | None] = []
+    outcome: list[object] = []
     client_error: list[BaseException | None] = []
 
     async def serve_one() -> None:
         stream = await listeners[0].accept()
-        try:
-            secured, node_id = await server.accept_named(stream, TIMEOUT_S)
-            outcome.append(node_id)
-            await secured.aclose()
-        except TlsHandshakeFailed as error:
-            outcome.append(error)
-            await stream.aclose()
+        outcome.append(await accept(stream))
+        await stream.aclose()
 
     async def client() -> None:
         tcp = await trio.open_tcp_stream("127.0.0.1", port)
@@ -63,7 +57,7 @@ async def _handshake(
             await tls.do_handshake()
             client_error.append(None)
         except trio.BrokenResourceError as error:
-            client_error.append(error.__cause__)
+            client_error.append(error.__cause__ or error)
         await trio.aclose_forcefully(tls)
 
     with trio.fail_after(TIMEOUT_S * 2):
@@ -71,11 +65,32 @@ async def _handshake(
             nursery.start_soon(serve_one)
             nursery.start_soon(client)
     await listeners[0].aclose()
-    if isinstance(outcome[0], TlsHandshakeFailed):
+    return outcome[0], client_error[0]
+
+
+async def _handshake(
+    pki: Pki, server_name: str | None
+) -> tuple[int | TlsHandshakeFailed | None, BaseException | None]:
+    """What accept_named made of a client's hello naming ``server_name`` (None: no SNI),
+    and how the client's own handshake ended (None: it completed)."""
+    failures: list[tuple[str, str]] = []
+    server = _server(pki, failures)
+
+    async def accept(stream: trio.SocketStream) -> int | TlsHandshakeFailed | None:
+        try:
+            secured, node_id = await server.accept_named(stream, TIMEOUT_S)
+        except TlsHandshakeFailed as error:
+            return error
+        await secured.aclose()
+        return node_id
+
+    routed, client_error = await _exchange(pki, server_name, accept)
+    assert isinstance(routed, int | TlsHandshakeFailed | None)
+    if isinstance(routed, TlsHandshakeFailed):
         assert failures == [("sni", "server_name")]
     else:
         assert failures == []
-    return outcome[0], client_error[0]
+    return routed, client_error
 
 
 async def test_a_brokers_name_routes_the_connection_to_that_broker(pki: Pki) -> None:
@@ -106,31 +121,14 @@ async def test_any_other_name_or_none_is_refused_at_the_handshake(
 async def test_a_handshake_that_expects_no_name_is_refused_in_sni_mode(pki: Pki) -> None:
     """A context with the callback but no handshake expecting a name refuses: nothing in SNI
     mode may accept a connection without routing it."""
-    failures: list[tuple[str, str]] = []
-    server = _server(pki, failures)
-    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-    port = listeners[0].socket.getsockname()[1]
-    client_context = ssl.create_default_context(cafile=str(pki.ca))
-    result: list[object] = []
+    server = _server(pki, [])
 
-    async def serve_one() -> None:
-        stream = await listeners[0].accept()
+    async def accept(stream: trio.SocketStream) -> object:
         try:
-            await server.accept(stream, TIMEOUT_S, "bootstrap")
+            return await server.accept(stream, TIMEOUT_S, "bootstrap")
         except TlsHandshakeFailed as error:
-            result.append(error)
-        await stream.aclose()
+            return error
 
-    async def client() -> None:
-        tcp = await trio.open_tcp_stream("127.0.0.1", port)
-        tls = trio.SSLStream(tcp, client_context, server_hostname=SNI_BOOTSTRAP)
-        with pytest.raises(trio.BrokenResourceError):
-            await tls.do_handshake()
-        await trio.aclose_forcefully(tls)
-
-    with trio.fail_after(TIMEOUT_S * 2):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_one)
-            nursery.start_soon(client)
-    await listeners[0].aclose()
-    assert len(result) == 1 and isinstance(result[0], TlsHandshakeFailed)
+    refused, client_error = await _exchange(pki, SNI_BOOTSTRAP, accept)
+    assert isinstance(refused, TlsHandshakeFailed)
+    assert client_error is not None
