@@ -16,6 +16,7 @@ import os
 import urllib.request
 from dataclasses import dataclass, field
 
+import psutil
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,6 +27,7 @@ __all__ = [
     "reset_peak_rss",
     "rss_bytes",
     "scrape",
+    "sockets_to",
 ]
 
 MIB = 1024 * 1024
@@ -58,6 +60,15 @@ def reset_peak_rss(pid: int) -> None:
 def open_fds(pid: int) -> int:
     """File descriptors the process holds now."""
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def sockets_to(pid: int, ports: frozenset[int]) -> int:
+    """TCP sockets of the process connected to one of ``ports`` on the far side."""
+    return sum(
+        1
+        for connection in psutil.Process(pid).net_connections(kind="tcp")
+        if connection.raddr and connection.raddr.port in ports
+    )
 
 
 def scrape(metrics_address: str) -> dict[str, float]:
