@@ -11,9 +11,14 @@
 # * peak: VmHWM after the flood, i.e. the largest RSS during it, spikes included;
 # * the pool's used bytes and muted connections, sampled from /metrics.
 # Asserted on the limited run (the issue's acceptance criteria):
-# * peak <= 1.1 * (baseline + limit + largest request): the pool may go negative by one
-#   request (KIP-72's bound), and 10% of the whole is allowance for the allocator and
-#   interpreter (our reading of the issue's "+ 10%");
+# * peak <= 1.1 * (baseline + limit + max request): the pool may go negative by one
+#   request of at most the configured maximum (KIP-72's bound: proxy/primitives/memory.py),
+#   and 10% of the whole is allowance for the allocator and interpreter (our reading of the
+#   issue's "+ 10%"). The allocator needs most of it: once a 1 MiB buffer has been freed,
+#   glibc serves later ones from its heap and keeps what they leave resident, measured at 7 to
+#   10 MiB on this flood (RSS minus the memory Python traces grew from 51 to 58-61 MiB, and
+#   stayed flat with MALLOC_MMAP_THRESHOLD_ pinned, which costs 0.6 s of page faults per GiB,
+#   so the proxy does not pin it).
 # * every request sent is answered (after the flood stops sending, owed responses are awaited),
 #   no flood connection is closed, no produce fails;
 # * Jain's fairness of the bytes each connection had acknowledged in the measurement window
@@ -55,6 +60,7 @@ REPORT = Report(
 )
 MIB = 2**20
 LIMIT_BYTES = 32 * MIB
+MAX_REQUEST_BYTES = 2 * MIB  # MAX_REQUEST_ENV's
 #: Kafka's default socket.request.max.bytes (100 MiB) is above the limit, which the proxy
 #: refuses (the pool could never hold one such request); 2 MiB fits the 1 MiB requests.
 MAX_REQUEST_ENV = {"PURGATORY_PROXY_MEMORY__SOCKET_REQUEST_MAX_BYTES": "2MiB"}
@@ -158,7 +164,7 @@ async def _flood_run(label: str, memory_limit: str, size: Size) -> FloodRun:
 
 
 def _bound_bytes(run: FloodRun) -> float:
-    return 1.1 * (run.baseline_bytes + LIMIT_BYTES + run.request_bytes)
+    return 1.1 * (run.baseline_bytes + LIMIT_BYTES + MAX_REQUEST_BYTES)
 
 
 def _verdict(limited: FloodRun, unlimited: FloodRun, size: Size) -> str:
@@ -208,7 +214,7 @@ def _body(limited: FloodRun, unlimited: FloodRun, size: Size) -> list[str]:
         f"(from {size.warmup_s:g} s on; a volume rather than a duration, so a busy machine "
         "does not leave too few requests per connection to judge). Asserted on the 32 MiB "
         "run only: "
-        "peak <= 1.1 x (baseline + limit + largest request), every request answered, "
+        "peak <= 1.1 x (baseline + limit + max request), every request answered, "
         "fairness >= 0.9, no steady-client error.",
         "",
         "| run | baseline MiB | peak MiB | growth MiB | pool used max MiB | muted max | "
