@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import pytest
 import trio
 
+from proxy.primitives.descriptors import PER_BROKER
 from testbed.kafka_cluster import running_kafka
 from testbed.processes import free_port
 from testbed.proxy_process import ProxyProcess, running_proxy
@@ -50,8 +51,10 @@ REPORT = Report(
 )
 MIB = 2**20
 OTHER_FD_TOLERANCE = 1
-#: The proxy's own connections to one broker at most: watcher 2, re-fetches 4, metadata 1.
-OWN_UPSTREAM_PER_BROKER = 7
+#: The proxy's own connections to one broker at most: what it budgets per broker (a listener,
+#: two watcher and four re-fetch channels), the listener's share standing for a metadata
+#: refresh's channel.
+OWN_UPSTREAM_PER_BROKER = PER_BROKER
 RSS_TOLERANCE_BYTES = 8 * MIB
 CONNECTIONS_OPEN = "purgatory_proxy_connections_open"
 
@@ -95,7 +98,7 @@ async def _scenario(size: Size) -> None:
         running_kafka(1) as broker,
         running_proxy(broker.bootstrap(), "--metrics", metrics) as proxy,
     ):
-        broker_port = int(broker.bootstrap().rpartition(":")[2])
+        broker_port = broker.nodes[0].ports["PLAINTEXT"]
         topic = create_topic(proxy.bootstrap, "storm")
         steady: list[SteadyResult] = []
         storms: list[StormResult] = []

@@ -60,10 +60,12 @@ REPORT = Report(
 )
 MIB = 2**20
 LIMIT_BYTES = 32 * MIB
-MAX_REQUEST_BYTES = 2 * MIB  # MAX_REQUEST_ENV's
 #: Kafka's default socket.request.max.bytes (100 MiB) is above the limit, which the proxy
 #: refuses (the pool could never hold one such request); 2 MiB fits the 1 MiB requests.
-MAX_REQUEST_ENV = {"PURGATORY_PROXY_MEMORY__SOCKET_REQUEST_MAX_BYTES": "2MiB"}
+MAX_REQUEST_BYTES = 2 * MIB
+MAX_REQUEST_ENV = {
+    "PURGATORY_PROXY_MEMORY__SOCKET_REQUEST_MAX_BYTES": f"{MAX_REQUEST_BYTES // MIB}MiB"
+}
 POOL_USED = "purgatory_proxy_memory_pool_used_bytes"
 POOL_MUTED = "purgatory_proxy_memory_pool_muted_connections"
 
