@@ -35,10 +35,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from testbed.kafka_install import KAFKA_VERSION, ensure_kafka_tools
 from testbed.processes import die_with_parent
+
+T = TypeVar("T")
 
 __all__ = [
     "KafkaTool",
@@ -102,6 +104,12 @@ class KafkaTool:
     ended_by_itself: bool = False
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _reader: threading.Thread | None = field(default=None, repr=False)
+    #: ``events`` by kind, filled beside it: a poll of one kind costs that kind, not every event.
+    _by_name: dict[str, list[ToolEvent]] = field(default_factory=dict, repr=False)
+    #: (kind, converter) -> what ``converted`` made so far (it converts each event once).
+    _converted: dict[tuple[str, Callable[[ToolEvent], Any]], list[Any]] = field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def log_path(self) -> Path:
@@ -175,7 +183,21 @@ class KafkaTool:
 
     def named(self, *names: str) -> list[ToolEvent]:
         """The events so far of these kinds, in order."""
+        if len(names) == 1:
+            return list(self._by_name.get(names[0], ()))
         return [event for event in list(self.events) if event.name in names]
+
+    def converted(self, name: str, convert: Callable[[ToolEvent], T]) -> list[T]:
+        """Every event of kind ``name`` so far through ``convert``, in order. Each event is
+        converted once and the list extended, so polling costs what came since the last poll:
+        a harness that rebuilt every event on each poll spent seconds per poll after an hour
+        (millions of events) and, holding the GIL, starved the threads reading the tools'
+        output until the tools blocked on it."""
+        done = self._converted.setdefault((name, convert), [])
+        source = self._by_name.get(name, [])
+        if len(done) < len(source):
+            done.extend(convert(event) for event in source[len(done) :])
+        return list(done)
 
     def wait_for(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Hang guard: poll ``condition`` every 50 ms; fail after ``timeout_s`` (with the log)."""
@@ -204,7 +226,9 @@ class KafkaTool:
             if not line.startswith(b"{"):
                 continue
             with contextlib.suppress(ValueError):  # not JSON, or not UTF-8: not an event
-                self.events.append(ToolEvent(time.time(), json.loads(line)))
+                event = ToolEvent(time.time(), json.loads(line))
+                self.events.append(event)
+                self._by_name.setdefault(event.name, []).append(event)
 
 
 @contextlib.contextmanager

@@ -69,6 +69,9 @@ RESUME_BOUND_S = 120.0
 HEAL_BOUND_S = 180.0
 #: Traffic before each fault (so each window starts with steady traffic).
 STEADY_S = 1.0
+#: Events a cell looks at before its fault: about 10 s of a stream at THROUGHPUT (200/s), far
+#: more than the last event before the fault that a pause is measured from.
+LOOKBACK_EVENTS = 2_000
 
 
 @dataclass(frozen=True)
@@ -163,24 +166,33 @@ def heal(cluster: KafkaCluster, topics: Sequence[str]) -> None:
         wait_until(preferred, HEAL_BOUND_S, "preferred leaders")
 
 
-def _streams(route: Route) -> list[Sequence[Ack | Read]]:
-    """The route's producer's acknowledgements and each consumer's records."""
-    return [acks_of(route.producer), *(reads_of(c) for c in route.consumers.values())]
+def _streams(route: Route, since: Sequence[int] | None = None) -> list[Sequence[Ack | Read]]:
+    """The route's producer's acknowledgements and each consumer's records; with ``since``
+    (each stream's length at a fault), only from LOOKBACK_EVENTS before it: what a cell judges
+    is around its fault, and a poll over every event of a long run cost seconds."""
+    streams = [acks_of(route.producer), *(reads_of(c) for c in route.consumers.values())]
+    if since is None:
+        return streams
+    return [s[max(0, start - LOOKBACK_EVENTS) :] for s, start in zip(streams, since, strict=True)]
 
 
 def flowing_again(
-    routes: Sequence[Route], fault_s: float, hit: dict[str, frozenset[int]]
+    routes: Sequence[Route],
+    fault_s: float,
+    hit: dict[str, frozenset[int]],
+    since: dict[str, list[int]] | None = None,
 ) -> float | None:
     """Once every route's producer and consumers are flowing again on their hit partitions
     (and at least twice FLOWING_S after the fault, past answers already in flight): the
-    seconds from the fault until the last of them resumed; else None."""
+    seconds from the fault until the last of them resumed; else None. ``since``: per route,
+    each stream's length at the fault (see ``_streams``)."""
     now_s = time.time()
     if now_s < fault_s + 2 * FLOWING_S:
         return None
     latest = 0.0
     for route in routes:
         partitions = hit[route.name]
-        for events in _streams(route):
+        for events in _streams(route, None if since is None else since[route.name]):
             resumed = resumed_after(events, fault_s, now_s, partitions)
             if resumed is None or not flowing(events, partitions, now_s):
                 return None
@@ -200,6 +212,7 @@ def observe(
     (bounded) until every route flows again on its ``hit`` partitions. The cell, with what
     ``act`` returned in its notes."""
     time.sleep(STEADY_S)
+    since = {route.name: [len(events) for events in _streams(route)] for route in routes}
     fault_s = time.time()
     done = act()
     cell = Cell(name, repetition, victim, fault_s, hit)
@@ -207,14 +220,16 @@ def observe(
         cell.notes.append(str(done))
     try:
         wait_until(
-            lambda: flowing_again(routes, fault_s, hit) is not None, RESUME_BOUND_S, "resumed"
+            lambda: flowing_again(routes, fault_s, hit, since) is not None,
+            RESUME_BOUND_S,
+            "resumed",
         )
     except AssertionError:
         cell.notes.append(f"not every route resumed within {RESUME_BOUND_S:g} s")
     cell.until_s = time.time()
     resumed = {
         route.name: [resumed_after(events, fault_s, cell.until_s, hit[route.name])
-                     for events in _streams(route)]
+                     for events in _streams(route, since[route.name])]
         for route in routes
     }  # fmt: skip
     cell.all_resumed_s = max(v if v is not None else float("inf")

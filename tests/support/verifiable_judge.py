@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, TopicPartition
 
-from testbed.kafka_tools import KafkaTool, event_time_s
+from testbed.kafka_tools import KafkaTool, ToolEvent, event_time_s
 
 #: Clients count as flowing again once they had an event on the hit partitions this recently.
 FLOWING_S = 1.0
@@ -79,11 +79,21 @@ class Read:
     at_s: float
 
 
+def _ack(e: ToolEvent) -> Ack:
+    return Ack(
+        str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e)
+    )
+
+
+def _read(e: ToolEvent) -> Read:
+    return Read(
+        str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e)
+    )
+
+
 def acks_of(producer: KafkaTool) -> list[Ack]:
-    return [
-        Ack(str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e))
-        for e in producer.named("producer_send_success")
-    ]
+    """The producer's acknowledgements so far (each event converted once: KafkaTool.converted)."""
+    return producer.converted("producer_send_success", _ack)
 
 
 def send_errors_of(producer: KafkaTool) -> list[str]:
@@ -95,10 +105,8 @@ def send_errors_of(producer: KafkaTool) -> list[str]:
 
 
 def reads_of(consumer: KafkaTool) -> list[Read]:
-    return [
-        Read(str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e))
-        for e in consumer.named("record_data")
-    ]
+    """The records the consumer handed on so far (each event converted once)."""
+    return consumer.converted("record_data", _read)
 
 
 def committed_of(consumer: KafkaTool) -> dict[int, int]:
