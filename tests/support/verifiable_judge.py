@@ -79,16 +79,17 @@ class Read:
     at_s: float
 
 
+def _record(e: ToolEvent) -> tuple[str, int, int, float]:
+    """A record event's value, partition, offset and time (acknowledged or consumed alike)."""
+    return str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e)
+
+
 def _ack(e: ToolEvent) -> Ack:
-    return Ack(
-        str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e)
-    )
+    return Ack(*_record(e))
 
 
 def _read(e: ToolEvent) -> Read:
-    return Read(
-        str(e.data["value"]), int(e.data["partition"]), int(e.data["offset"]), event_time_s(e)
-    )
+    return Read(*_record(e))
 
 
 def acks_of(producer: KafkaTool) -> list[Ack]:
